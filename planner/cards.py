@@ -1,0 +1,137 @@
+"""Built-in model cards (`models/*.yaml`) and how a model path, a config, and a variant select one."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.config import CARD_KEYS, build_pipeline, overlay, read_yaml
+from planner.errors import ConfigError, ConfigIssue
+from planner.pipeline import Pipeline
+
+DEFAULT_VARIANT = "default"
+
+
+@dataclass(frozen=True)
+class Card:
+    name: str
+    display_name: str
+    model_paths: tuple[str, ...]
+    architectures: tuple[str, ...]
+    variants: tuple[str, ...]  # default first
+    default_variant: str
+    description: str
+    raw: dict[str, Any]
+
+    @property
+    def selectors(self) -> tuple[str, ...]:
+        return (self.name, *self.model_paths, *self.architectures)
+
+    def variant_description(self, variant: str) -> str:
+        v = (self.raw.get("variants") or {}).get(variant) or {}
+        return str(v.get("description", ""))
+
+
+@functools.cache
+def all_cards() -> tuple[Card, ...]:
+    """Every card shipped in the `models` package, sorted by name."""
+    cards = []
+    for entry in sorted(resources.files("models").iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".yaml"):
+            continue
+        raw = yaml.safe_load(entry.read_text(encoding="utf-8"))
+        variants = raw.get("variants") or {}
+        default = raw.get("default_variant", DEFAULT_VARIANT)
+        names = [default] + [v for v in variants if v != default]
+        cards.append(Card(
+            name=raw["name"],
+            display_name=raw.get("display_name", raw["name"]),
+            model_paths=tuple(raw.get("model_paths") or ()),
+            architectures=tuple(raw.get("architectures") or ()),
+            variants=tuple(names),
+            default_variant=default,
+            description=str(raw.get("description", "")),
+            raw=raw,
+        ))
+    return tuple(cards)
+
+
+def find_card(model_path: str) -> Card:
+    """Card name, model path or architecture; exact match first, then case-insensitive."""
+    cards = all_cards()
+    for card in cards:
+        if model_path in card.selectors:
+            return card
+    folded = model_path.casefold()
+    for card in cards:
+        if folded in (s.casefold() for s in card.selectors):
+            return card
+    known = ", ".join(c.name for c in cards)
+    raise ConfigError(ConfigIssue(
+        "--model-path", "", f"no built-in model card matches {model_path!r}",
+        f"use a card name ({known}), one of its model paths or architectures (see `planner models`),"
+        f" or describe the pipeline in a YAML file and pass --config FILE"))
+
+
+def card_pipeline_raw(card: Card, variant: str | None) -> tuple[dict[str, Any], str]:
+    chosen = variant or card.default_variant
+    if chosen not in card.variants:
+        raise ConfigError(ConfigIssue(
+            "--variant", "", f"model card {card.name!r} has no variant {chosen!r}",
+            f"its variants are: {', '.join(card.variants)}"))
+    base = {k: v for k, v in card.raw.items() if k not in CARD_KEYS}
+    layer = (card.raw.get("variants") or {}).get(chosen) or {}
+    layer = {k: v for k, v in layer.items() if k != "description"}
+    return overlay(base, layer, f"card {card.name} variant {chosen}"), chosen
+
+
+def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, Any] | None = None,
+                  variant: str | None = None) -> Pipeline:
+    """Resolve what the user asked for into one validated Pipeline, or raise ConfigError."""
+    user: dict[str, Any] | None = None
+    source = "<config>"
+    if config is not None:
+        if isinstance(config, dict):
+            user = config
+        else:
+            source = str(config)
+            user = read_yaml(config)
+
+    if user is not None:
+        selector = user.get("model")
+        if selector is not None and not isinstance(selector, str):
+            raise ConfigError(ConfigIssue(source, "model", f"got {selector!r}",
+                                          "a card name, model path or architecture string"))
+        v = variant or user.get("variant")
+        if selector is None and model_path is None:
+            # A complete pipeline of its own.
+            if "variant" in user:
+                raise ConfigError(ConfigIssue(source, "variant", "a variant needs a model to apply to",
+                                              "add `model: <card>` or drop `variant`"))
+            name = user.get("name")
+            if not isinstance(name, str) or not name:
+                raise ConfigError(ConfigIssue(
+                    source, "name", "a complete pipeline needs a name (or `model:` to overlay a card)",
+                    "add e.g. `name: my-pipeline`, or `model: qwen3-tts` to start from a card"))
+            return build_pipeline(user, name=name, variant=DEFAULT_VARIANT, source=source)
+        card = find_card(selector or model_path)  # type: ignore[arg-type]
+        if selector and model_path and find_card(model_path).name != card.name:
+            raise ConfigError(ConfigIssue(
+                source, "model", f"selects card {card.name!r} but --model-path selects "
+                f"{find_card(model_path).name!r}", "drop one of the two"))
+        base, chosen = card_pipeline_raw(card, v)
+        merged = overlay(base, user, source)
+        return build_pipeline(merged, name=card.name, variant=chosen,
+                              source=f"{source} (over card {card.name})")
+
+    if model_path is None:
+        raise ConfigError(ConfigIssue("command line", "", "no model given",
+                                      "pass --model-path MODEL (see `planner models`) or --config FILE"))
+    card = find_card(model_path)
+    base, chosen = card_pipeline_raw(card, variant)
+    return build_pipeline(base, name=card.name, variant=chosen, source=f"card {card.name}")

@@ -1,0 +1,101 @@
+"""The validated description of one pipeline: stages, handoffs and the model's placement facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    name: str
+    process: str | None
+    gpus: tuple[int, ...]  # () = CPU; one id per tensor-parallel rank
+    tp_size: int = 1
+    next: tuple[str, ...] = ()
+    stream_to: tuple[str, ...] = ()
+    wait_for: tuple[str, ...] = ()
+    terminal: bool = False
+    factory: str | None = None
+    args: tuple[tuple[str, Any], ...] = ()
+    fraction: float | None = None  # runtime.resources.total_gpu_memory_fraction
+
+    @property
+    def is_tp(self) -> bool:
+        return self.tp_size > 1
+
+    @property
+    def on_gpu(self) -> bool:
+        return bool(self.gpus)
+
+
+@dataclass(frozen=True)
+class EdgeResources:
+    """`process_edge_resources`: fractions to apply when a request newly splits `edge`."""
+
+    edge: tuple[str, str]
+    fractions: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class PlacementPolicy:
+    max_total_gpu_memory_fraction_per_gpu: float = 1.0
+    require_memory_fraction_for_colocation: bool = True
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str  # card name or the config's own name
+    variant: str
+    stages: tuple[StageConfig, ...]  # pipeline order
+    roles: tuple[tuple[str, str], ...] = ()
+    process_safe_edges: frozenset[tuple[str, str]] = frozenset()
+    unsupported_reasons: tuple[tuple[tuple[str, str], str], ...] = ()
+    edge_resources: tuple[EdgeResources, ...] = ()
+    fused_stages: tuple[tuple[str, ...], ...] = ()
+    placement: PlacementPolicy = field(default_factory=PlacementPolicy)
+    source: str = ""
+
+    def stage(self, name: str) -> StageConfig:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stages)
+
+    def index(self, name: str) -> int:
+        return self.stage_names.index(name)
+
+    def handoffs(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Every handoff edge with its kinds, in pipeline order of (source, target).
+
+        `next` and `stream_to` to one target are one handoff; `wait_for: [x]` on stage s is x -> s.
+        """
+        kinds: dict[tuple[str, str], list[str]] = {}
+        for s in self.stages:
+            for t in s.next:
+                kinds.setdefault((s.name, t), []).append("next")
+            for t in s.stream_to:
+                kinds.setdefault((s.name, t), []).append("stream")
+            for src in s.wait_for:
+                kinds.setdefault((src, s.name), []).append("wait_for")
+        order = {n: i for i, n in enumerate(self.stage_names)}
+        return {
+            e: tuple(dict.fromkeys(k))
+            for e, k in sorted(kinds.items(), key=lambda kv: (order[kv[0][0]], order[kv[0][1]]))
+        }
+
+    def unsupported_reason(self, edge: tuple[str, str]) -> str | None:
+        """Why a handoff must stay in one process; None when it is process-safe."""
+        if edge in self.process_safe_edges:
+            return None
+        for e, reason in self.unsupported_reasons:
+            if e == edge:
+                return reason
+        return "the model does not declare this handoff process-safe"
+
+    def role_target(self, alias: str) -> str | None:
+        return dict(self.roles).get(alias)

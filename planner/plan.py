@@ -1,0 +1,256 @@
+"""The planner's output: frozen values that the renderers and the launcher consume.
+
+Nothing here decides anything; `planner.solver` builds these and everything downstream reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "infeasible", "error"]
+FractionSource = Literal["declared", "recommended"]
+
+# Exit codes of `planner solve` (and of `planner serve` before anything starts).
+EXIT_OK = 0
+EXIT_INFEASIBLE = 1
+EXIT_INVALID = 2
+
+REQUEST_CODES = ("invalid-assignment", "unknown-stage", "duplicate-assignment", "tp-stage")
+CONFIG_CODES = ("invalid-config",)
+PLACEMENT_CODES = (
+    "unsupported-handoff",
+    "conflicting-recommendation",
+    "over-limit",
+    "spans-gpus",
+    "process-name-conflict",
+    "missing-fraction",
+    "isolation-conflict",
+)
+# The one order in which diagnostics are reported.
+CODE_ORDER = REQUEST_CODES + CONFIG_CODES + PLACEMENT_CODES
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """One handoff edge of the pipeline, as planned."""
+
+    source: str
+    target: str
+    kinds: tuple[str, ...]  # subset of ("next", "stream", "wait_for")
+    crosses: bool  # the two ends run in different OS processes
+
+    @property
+    def streaming(self) -> bool:
+        return "stream" in self.kinds
+
+
+@dataclass(frozen=True)
+class PlannedStage:
+    """A stage with its resolved placement."""
+
+    name: str
+    process: str  # group name; for a TP stage the base of its rank names
+    gpus: tuple[int, ...]  # () = CPU; one id per TP rank otherwise
+    tp_size: int
+    fraction: float | None  # per GPU (per rank for TP stages)
+    fraction_source: FractionSource | None
+    factory: str | None
+    args: tuple[tuple[str, Any], ...] = ()  # keyword arguments for the factory, from the config
+
+    @property
+    def gpu(self) -> int | list[int] | None:
+        """JSON shape: null for CPU, an int for one GPU, a list for tensor parallelism."""
+        if not self.gpus:
+            return None
+        if self.tp_size > 1:
+            return list(self.gpus)
+        return self.gpus[0]
+
+    @property
+    def is_tp(self) -> bool:
+        return self.tp_size > 1
+
+    def factory_kwargs(self) -> dict[str, Any]:
+        return dict(self.args)
+
+
+@dataclass(frozen=True)
+class ProcessGroup:
+    """One OS process holding one or more non-TP stages, in pipeline order."""
+
+    name: str
+    stages: tuple[str, ...]
+    gpu: int | None
+    changed: bool = False  # differs from the declared topology (members or name)
+
+
+@dataclass(frozen=True)
+class TpProcess:
+    """One tensor-parallel rank process of a TP stage."""
+
+    stage: str
+    rank: int
+    name: str
+    gpu: int
+
+
+@dataclass(frozen=True)
+class GpuUsage:
+    id: int
+    total: float
+    limit: float
+    processes: tuple[str, ...]
+    missing_fraction: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A feasible placement: what runs where, with which memory fractions."""
+
+    model: str
+    variant: str
+    stages: tuple[PlannedStage, ...]  # pipeline order
+    groups: tuple[ProcessGroup, ...]
+    tp_processes: tuple[TpProcess, ...]
+    gpus: tuple[GpuUsage, ...]
+    handoffs: tuple[Handoff, ...]
+    entry_stages: tuple[str, ...] = ()  # stages no handoff leads into
+    terminal_stages: tuple[str, ...] = ()  # stages with no outgoing handoff
+
+    def stage(self, name: str) -> PlannedStage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def group_of(self, stage: str) -> ProcessGroup | None:
+        for g in self.groups:
+            if stage in g.stages:
+                return g
+        return None
+
+    def process_count(self) -> int:
+        return len(self.groups) + len(self.tp_processes)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A machine-applicable form of a hint, so that tests (and tools) can apply it.
+
+    `flags` replaces the placement flags of the command that produced the diagnostic
+    (None: leave them as they are); `config` is a YAML overlay to add to the config.
+    """
+
+    flags: tuple[str, ...] | None = None
+    config: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"flags": None if self.flags is None else list(self.flags), "config": self.config}
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    stages: tuple[str, ...] = ()
+    edge: tuple[str, str] | None = None
+    gpu: int | None = None
+    because: tuple[str, ...] = ()
+    hint: str = ""
+    fix: Fix | None = None
+
+    @property
+    def subject(self) -> tuple:
+        """What the diagnostic is about; used to sort within one code and to match across runs."""
+        return (self.edge or (), self.gpu if self.gpu is not None else -1, self.stages)
+
+    def sort_key(self) -> tuple:
+        return (CODE_ORDER.index(self.code), self.subject)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "stages": list(self.stages),
+            "edge": list(self.edge) if self.edge else None,
+            "gpu": self.gpu,
+            "because": list(self.because),
+            "hint": self.hint,
+            "fix": self.fix.to_dict() if self.fix else None,
+        }
+
+
+@dataclass(frozen=True)
+class Warning_:
+    code: str
+    message: str
+    stage: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "stage": self.stage}
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `planner.solve` returns for every request, good or bad."""
+
+    model: str | None
+    variant: str | None
+    status: Status
+    changed: bool = False
+    plan: Plan | None = None
+    warnings: tuple[Warning_, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def exit_code(self) -> int:
+        return {"ok": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "error": EXIT_INVALID}[self.status]
+
+    def to_dict(self) -> dict[str, Any]:
+        plan = self.plan if self.ok else None
+        return {
+            "model": self.model,
+            "variant": self.variant,
+            "status": self.status,
+            "changed": self.changed,
+            "groups": [
+                {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed}
+                for g in (plan.groups if plan else ())
+            ],
+            "tp_processes": _tp_dict(plan),
+            "stages": [
+                {
+                    "name": s.name,
+                    "process": s.process,
+                    "gpu": s.gpu,
+                    "tp_size": s.tp_size,
+                    "fraction": s.fraction,
+                    "fraction_source": s.fraction_source,
+                }
+                for s in (plan.stages if plan else ())
+            ],
+            "gpus": [
+                {
+                    "id": g.id,
+                    "total": g.total,
+                    "limit": g.limit,
+                    "processes": list(g.processes),
+                    "missing_fraction": list(g.missing_fraction),
+                }
+                for g in (plan.gpus if plan else ())
+            ],
+            "warnings": [w.to_dict() for w in self.warnings],
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+        }
+
+
+def _tp_dict(plan: Plan | None) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for p in plan.tp_processes if plan else ():
+        out.setdefault(p.stage, []).append(p.name)
+    return out
