@@ -1,0 +1,68 @@
+"""`planner.solve`: the one entry point the CLI, the launcher and the benchmarks use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from planner.assemble import build_plan
+from planner.cards import load_pipeline
+from planner.diagnostics import Explainer
+from planner.errors import ConfigError
+from planner.pipeline import Pipeline
+from planner.plan import Diagnostic, Result
+from planner.problem import Problem
+from planner.requests import parse_requests
+from planner.solver import PlacementModel, check_domains, nearest_placement
+from planner.topology import declared_baseline
+
+
+def _config_diagnostic(err: ConfigError) -> Diagnostic:
+    # The paragraph already says where, what and what is allowed; a separate hint repeats it.
+    return Diagnostic(code="invalid-config", message=err.paragraph().rstrip("."),
+                      hint="fix the entries named above and run again")
+
+
+def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | None = None,
+          variant: str | None = None, isolate_stages: Sequence[str] = (),
+          stage_processes: Sequence[str] = ()) -> Result:
+    """Plan the placement of a pipeline under the given requests. Never raises for user mistakes."""
+    try:
+        pipeline = load_pipeline(model_path=model_path, config=config, variant=variant)
+    except ConfigError as err:
+        return Result(model=None, variant=variant, status="error",
+                      diagnostics=(_config_diagnostic(err),))
+    return solve_pipeline(pipeline, isolate_stages, stage_processes)
+
+
+def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
+                   stage_processes: Sequence[str] = ()) -> Result:
+    baseline = declared_baseline(pipeline)
+    parsed = parse_requests(pipeline, baseline, tuple(isolate_stages), tuple(stage_processes))
+    problem = Problem(pipeline=pipeline, baseline=baseline, requests=parsed.requests,
+                      any_option=parsed.any_option)
+    model = PlacementModel(problem, check_domains(problem))
+    assignment, cores, truncated = model.solve_all()
+
+    explainer = Explainer(problem, lambda: nearest_placement(problem))
+    placement = [explainer.explain(core) for core in cores]
+    diagnostics = tuple(sorted(parsed.diagnostics, key=Diagnostic.sort_key)) + tuple(
+        sorted(placement, key=Diagnostic.sort_key))
+    if truncated:
+        diagnostics += (Diagnostic(
+            code=placement[-1].code, message="more conflicts were found than are listed here",
+            hint="fix the ones above and run again"),)
+
+    if parsed.diagnostics:
+        status = "error"
+    elif cores:
+        status = "infeasible"
+    else:
+        status = "ok"
+    if assignment is None or status != "ok":
+        return Result(model=pipeline.name, variant=pipeline.variant, status=status,
+                      diagnostics=diagnostics)
+    plan, warnings, changed = build_plan(problem, assignment)
+    return Result(model=pipeline.name, variant=pipeline.variant, status="ok", changed=changed,
+                  plan=plan, warnings=warnings, diagnostics=diagnostics)

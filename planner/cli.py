@@ -1,0 +1,204 @@
+"""`planner`: the command line, a thin layer over `planner.solve` and the launcher.
+
+User mistakes end here as one paragraph and exit code 2 (1 for an infeasible placement); nothing
+below this layer prints or exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from planner.api import solve_pipeline
+from planner.assemble import build_plan
+from planner.cards import all_cards, load_pipeline
+from planner.errors import ConfigError
+from planner.plan import EXIT_INVALID, EXIT_OK
+from planner.problem import Problem, to_units
+from planner.render import (
+    models_dict, plan_dot, render_models, render_result, render_show, result_json, show_dict,
+)
+from planner.solver import Assignment
+from planner.topology import declared_baseline
+
+FORMATS = ("table", "json", "dot")
+
+
+def _console(stderr: bool = False) -> Console:
+    # Piped output gets a wide fixed width so tables and hints are not folded mid-flag.
+    console = Console(highlight=False, stderr=stderr)
+    if not console.is_terminal:
+        console = Console(highlight=False, stderr=stderr, width=120)
+    return console
+
+
+def _err(message: str) -> int:
+    _console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True)
+    return EXIT_INVALID
+
+
+def _add_model_args(p: argparse.ArgumentParser, positional: bool = False) -> None:
+    if positional:
+        p.add_argument("model", nargs="?", metavar="MODEL",
+                       help="card name, model path or architecture (see `planner models`)")
+    p.add_argument("--model-path", "-m", metavar="MODEL",
+                   help="card name, model path (e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or architecture")
+    p.add_argument("--config", "-c", metavar="FILE",
+                   help="YAML config: an overlay on a card (`model:`) or a complete pipeline")
+    p.add_argument("--variant", metavar="V", help="card variant (default: the card's default)")
+
+
+def _add_placement_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--isolate-stage", action="append", default=[], metavar="STAGE",
+                   help="run STAGE alone in a process of its own (repeatable; a role such as "
+                        "`vocoder` works too)")
+    p.add_argument("--stage-process", action="append", default=[], metavar="STAGE=PROCESS",
+                   help="place STAGE in PROCESS; repeat one PROCESS to group stages (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="planner",
+        description="Plan, check and run the process placement of multi-stage (TTS) serving "
+                    "pipelines. Exit codes: 0 ok, 1 infeasible placement, 2 invalid request or "
+                    "config.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("models", help="list the built-in model cards",
+                       description="List the built-in model cards with their variants and the "
+                                   "model paths and architectures that select them.")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    p = sub.add_parser("show", help="show a pipeline's stages, handoffs and declared topology",
+                       description="Show stages, handoffs (process-safe or why not), the declared "
+                                   "process groups, fractions and per-GPU totals.")
+    _add_model_args(p, positional=True)
+    p.add_argument("--format", choices=FORMATS, default="table")
+
+    p = sub.add_parser(
+        "solve", help="preview the topology a placement request produces, or why it cannot work",
+        description="Apply --isolate-stage / --stage-process to the declared topology, check "
+                    "process-safe handoffs and GPU memory fractions with a constraint solver, and "
+                    "print the resulting process groups or every conflict with a hint.")
+    _add_model_args(p, positional=True)
+    _add_placement_args(p)
+    p.add_argument("--format", choices=FORMATS, default="table")
+
+    p = sub.add_parser(
+        "serve", help="launch the planned process groups behind an HTTP speech endpoint",
+        description="Solve the placement, then start one OS process per process group (and per "
+                    "tensor-parallel rank) and serve POST /v1/audio/speech. Nothing starts when "
+                    "the placement is invalid.")
+    _add_model_args(p, positional=True)
+    _add_placement_args(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+
+    try:
+        from launcher.bench_cli import add_bench_parser
+    except ImportError:  # the bench extra is not installed: the command is simply absent
+        pass
+    else:
+        add_bench_parser(sub)
+    return parser
+
+
+def _model_of(args: argparse.Namespace) -> str | None:
+    return args.model_path or getattr(args, "model", None)
+
+
+def _declared_plan(pipeline):
+    baseline = declared_baseline(pipeline)
+    problem = Problem(pipeline=pipeline, baseline=baseline, requests=(), any_option=False)
+    fr = {s.name: (to_units(s.fraction) if s.fraction is not None else None)
+          for s in pipeline.stages if s.on_gpu}
+    plan, _, _ = build_plan(problem, Assignment(process=dict(baseline.process),
+                                                fraction_units=fr, alone_kept=set()))
+    return plan
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    cards = all_cards()
+    if args.format == "json":
+        print(json.dumps(models_dict(cards), indent=2))
+    else:
+        render_models(_console(), cards)
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    pipeline = load_pipeline(model_path=_model_of(args), config=args.config, variant=args.variant)
+    plan = _declared_plan(pipeline)
+    if args.format == "json":
+        print(json.dumps(show_dict(pipeline, plan), indent=2))
+    elif args.format == "dot":
+        print(plan_dot(plan, pipeline))
+    else:
+        render_show(_console(), pipeline, plan)
+    return EXIT_OK
+
+
+def _solve(args: argparse.Namespace):
+    try:
+        pipeline = load_pipeline(model_path=_model_of(args), config=args.config,
+                                 variant=args.variant)
+    except ConfigError:
+        # Let the API turn it into the `invalid-config` diagnostic with the same text.
+        from planner.api import solve
+        return None, solve(model_path=_model_of(args), config=args.config, variant=args.variant)
+    return pipeline, solve_pipeline(pipeline, args.isolate_stage, args.stage_process)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    pipeline, result = _solve(args)
+    if args.format == "json":
+        print(result_json(result))
+    elif args.format == "dot" and result.ok:
+        print(plan_dot(result.plan, pipeline))
+    else:
+        render_result(_console(), result)
+    return result.exit_code
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    pipeline, result = _solve(args)
+    if not result.ok:
+        render_result(_console(stderr=True), result)
+        return result.exit_code
+    render_result(_console(), result)
+    try:
+        from launcher.serve import serve
+    except ImportError as exc:
+        return _err(f"`planner serve` needs the serve extra ({exc.name} is missing); install it "
+                    "with `pip install 'stage-planner[serve]'`.")
+    return serve(result.plan, result.to_dict(), host=args.host, port=args.port, device=args.device)
+
+
+COMMANDS = {"models": cmd_models, "show": cmd_show, "solve": cmd_solve, "serve": cmd_serve}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_INVALID
+    if getattr(args, "model", None) and getattr(args, "model_path", None) \
+            and args.model != args.model_path:
+        return _err(f"MODEL {args.model!r} and --model-path {args.model_path!r} disagree; give one.")
+    handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+    try:
+        return handler(args)
+    except ConfigError as err:
+        return _err(err.paragraph())
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

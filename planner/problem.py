@@ -1,0 +1,92 @@
+"""One placement question: a pipeline, its declared topology and the user's requests."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from planner.pipeline import Pipeline
+from planner.requests import PlacementRequest
+from planner.topology import Baseline, tp_rank_names
+
+SCALE = 1_000_000  # fractions as integers; exact for any value with up to six decimals
+
+
+def to_units(fraction: float) -> int:
+    return round(fraction * SCALE)
+
+
+@dataclass(frozen=True)
+class Problem:
+    pipeline: Pipeline
+    baseline: Baseline
+    requests: tuple[PlacementRequest, ...]
+    any_option: bool  # recommendations apply only when a placement option is present
+
+    @functools.cached_property
+    def request_of(self) -> dict[str, PlacementRequest]:
+        return {r.stage: r for r in self.requests}
+
+    @functools.cached_property
+    def target(self) -> dict[str, str]:
+        """Where each non-TP stage is asked to run: its request, else its declared process."""
+        out = dict(self.baseline.process)
+        for r in self.requests:
+            out[r.stage] = r.process
+        return out
+
+    @functools.cached_property
+    def tp_stages(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.pipeline.stages if s.is_tp)
+
+    @functools.cached_property
+    def rank_names(self) -> dict[str, list[str]]:
+        """Rank process name -> TP stages producing it (two entries = a conflict)."""
+        out: dict[str, list[str]] = {}
+        for s in self.tp_stages:
+            for n in tp_rank_names(self.pipeline, s):
+                out.setdefault(n, []).append(s)
+        return out
+
+    @functools.cached_property
+    def handoffs(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        return self.pipeline.handoffs()
+
+    def touches_tp(self, edge: tuple[str, str]) -> bool:
+        return edge[0] in self.tp_stages or edge[1] in self.tp_stages
+
+    def crosses_in_baseline(self, edge: tuple[str, str]) -> bool:
+        if self.touches_tp(edge):
+            return True
+        return self.baseline.process[edge[0]] != self.baseline.process[edge[1]]
+
+    @functools.cached_property
+    def splittable_edges(self) -> tuple[tuple[str, str], ...]:
+        """Edges that a request may newly split: the only ones checked and recommended for."""
+        return tuple(e for e in self.handoffs if not self.crosses_in_baseline(e))
+
+    @functools.cached_property
+    def recommendations(self) -> dict[str, list[tuple[tuple[str, str], int]]]:
+        """GPU stage -> [(edge, fraction units)] from edges that a request may newly split."""
+        out: dict[str, list[tuple[tuple[str, str], int]]] = {}
+        if not self.any_option:
+            return out
+        splittable = set(self.splittable_edges)
+        for res in self.pipeline.edge_resources:
+            if res.edge not in splittable:
+                continue
+            for stage, value in res.fractions:
+                if self.pipeline.stage(stage).on_gpu:
+                    out.setdefault(stage, []).append((res.edge, to_units(value)))
+        return out
+
+    @functools.cached_property
+    def gpu_ids(self) -> tuple[int, ...]:
+        return tuple(sorted({g for s in self.pipeline.stages for g in s.gpus}))
+
+    def stages_on(self, gpu: int) -> tuple[str, ...]:
+        return tuple(s.name for s in self.pipeline.stages if gpu in s.gpus)
+
+    @property
+    def limit_units(self) -> int:
+        return to_units(self.pipeline.placement.max_total_gpu_memory_fraction_per_gpu)

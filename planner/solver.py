@@ -1,0 +1,327 @@
+"""The placement question as a CP-SAT model, solved under assumptions.
+
+Variables: one boolean per (stage, candidate process), exactly one per stage; per handoff a
+"crosses" boolean; per (process, GPU) an "on" boolean and per GPU a "shared" boolean; fractions as
+integers (millionths). Every user-visible rule instance is enforced by its own assumption literal
+(`planner.rules.Rule`), so an infeasible request yields a core of named rules. Cores are shrunk to
+minimal by deletion, reported, relaxed, and the search repeats until every independent conflict is
+found. A second model with wider domains finds the nearest feasible placement for hints.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from planner.problem import Problem
+from planner.rules import PLACEMENT_HARD, Rule
+
+MAX_CORES = 32  # a request with more independent conflicts than this is cut short, and says so
+
+
+def check_domains(problem: Problem) -> dict[str, tuple[str, ...]]:
+    """Where each non-TP stage may go in the check model: its declared and its requested process."""
+    return {s: tuple(dict.fromkeys((problem.baseline.process[s], problem.target[s])))
+            for s in problem.baseline.process}
+
+
+def hint_domains(problem: Problem) -> dict[str, tuple[str, ...]]:
+    """Wider domains for hints: also the processes of the stage's neighbours, so that the nearest
+    placement may move a partner along with a requested stage (or move the stage back)."""
+    base = check_domains(problem)
+    out: dict[str, list[str]] = {s: list(d) for s, d in base.items()}
+    for u, v in problem.handoffs:
+        if u in base and v in base:
+            out[u].extend(base[v])
+            out[v].extend(base[u])
+    for group in problem.pipeline.fused_stages:
+        union = [p for m in group for p in out[m]]
+        for m in group:
+            out[m].extend(union)
+    return {s: tuple(dict.fromkeys(d)) for s, d in out.items()}
+
+
+@dataclass
+class Assignment:
+    process: dict[str, str]  # non-TP stage -> process
+    fraction_units: dict[str, int | None]  # GPU stage -> fraction, None when it has none
+    alone_kept: set[str]
+
+
+class PlacementModel:
+    """The CP-SAT encoding of one Problem over given candidate domains."""
+
+    def __init__(self, problem: Problem, domains: dict[str, tuple[str, ...]]):
+        self.problem = problem
+        self.domains = domains
+        self.model = cp_model.CpModel()
+        self.x: dict[tuple[str, str], cp_model.IntVar] = {}
+        self.rules: list[Rule] = []
+        self.lits: list[cp_model.IntVar] = []
+        self._index_of: dict[int, int] = {}
+        self.frac: dict[str, cp_model.LinearExprT] = {}
+        self.has: dict[str, cp_model.IntVar | bool] = {}
+        self.cross: dict[tuple[str, str], cp_model.IntVar] = {}
+        self._build()
+
+    # -- construction ---------------------------------------------------------------------------
+    def _lit(self, rule: Rule) -> cp_model.IntVar:
+        lit = self.model.new_bool_var(f"{rule.kind}:{rule.stage or rule.edge or rule.gpu}")
+        self._index_of[lit.index] = len(self.rules)
+        self.rules.append(rule)
+        self.lits.append(lit)
+        return lit
+
+    def _xv(self, stage: str, process: str):
+        return self.x.get((stage, process))
+
+    def _build(self) -> None:
+        m, p = self.model, self.problem
+        by_process: dict[str, list[str]] = defaultdict(list)
+        for s, dom in self.domains.items():
+            vs = []
+            for proc in dom:
+                v = m.new_bool_var(f"x[{s},{proc}]")
+                self.x[s, proc] = v
+                vs.append(v)
+                by_process[proc].append(s)
+            m.add_exactly_one(vs)
+        self.by_process = by_process
+
+        # Requests: each its own literal, so a core names the flag that caused it.
+        for r in p.requests:
+            lit = self._lit(Rule("request", stage=r.stage, process=r.process))
+            m.add_implication(lit, self.x[r.stage, r.process])
+            if r.alone:
+                alone = self._lit(Rule("alone", stage=r.stage, process=r.process))
+                # "Runs alone" is about the process it was asked to run in.
+                for t in by_process[r.process]:
+                    if t != r.stage:
+                        m.add_bool_or([~alone, ~self.x[r.stage, r.process], ~self.x[t, r.process]])
+
+        for group in p.pipeline.fused_stages:
+            lit = self._lit(Rule("fused", stage=group[0], process=",".join(group)))
+            for a, b in zip(group, group[1:]):
+                for proc in set(self.domains[a]) | set(self.domains[b]):
+                    xa, xb = self._xv(a, proc), self._xv(b, proc)
+                    if xa is not None and xb is not None:
+                        m.add(xa == xb).only_enforce_if(lit)
+                    else:
+                        m.add_bool_or([~lit, ~(xa if xa is not None else xb)])
+
+        # Handoffs that a request may newly split.
+        for e in p.splittable_edges:
+            u, v = e
+            common = [proc for proc in self.domains[u] if proc in self.domains[v]]
+            cross = m.new_bool_var(f"cross[{u},{v}]")
+            both = []
+            for proc in common:
+                b = m.new_bool_var("")
+                xu, xv = self.x[u, proc], self.x[v, proc]
+                m.add_implication(b, xu)
+                m.add_implication(b, xv)
+                m.add_bool_or([b, ~xu, ~xv])
+                both.append(b)
+            m.add(cross + sum(both) == 1)
+            self.cross[e] = cross
+            if p.pipeline.unsupported_reason(e) is not None:
+                lit = self._lit(Rule("unsafe", edge=e))
+                m.add_implication(lit, ~cross)
+
+        # Fractions: declared values are constants; recommendations fill the others when their edge
+        # newly crosses.
+        recs = p.recommendations
+        for s in p.pipeline.stages:
+            if not s.on_gpu:
+                continue
+            if s.fraction is not None:
+                self.frac[s.name] = round(s.fraction * 1_000_000)
+                self.has[s.name] = True
+            else:
+                by_value: dict[int, list] = defaultdict(list)
+                for e, units in recs.get(s.name, ()):
+                    by_value[units].append(self.cross[e])
+                if not by_value:
+                    self.frac[s.name] = 0
+                    self.has[s.name] = False
+                    continue
+                rvs = []
+                for units, crosses in sorted(by_value.items()):
+                    rv = m.new_bool_var(f"rec[{s.name},{units}]")
+                    m.add_max_equality(rv, crosses)
+                    rvs.append((units, rv))
+                has = m.new_bool_var(f"has[{s.name}]")
+                m.add_max_equality(has, [rv for _, rv in rvs])
+                self.has[s.name] = has
+                self.frac[s.name] = sum(units * rv for units, rv in rvs)
+            # A stage recommended two different values by two split edges is a conflict.
+            items = recs.get(s.name, ())
+            pairs = [(a, b) for i, a in enumerate(items) for b in items[i + 1:] if a[1] != b[1]]
+            if pairs:
+                lit = self._lit(Rule("no-conflict", stage=s.name))
+                for (e1, _), (e2, _) in pairs:
+                    m.add_bool_or([~lit, ~self.cross[e1], ~self.cross[e2]])
+
+        # GPUs: which processes use each, whether it is shared, its total against the limit.
+        self.on: dict[tuple[str, int], cp_model.IntVar] = {}
+        procs_of_gpu: dict[int, list] = {}
+        for g in p.gpu_ids:
+            on_stages = p.stages_on(g)
+            tp_ranks = sum(1 for s in on_stages if s in p.tp_stages)
+            candidates: dict[str, list] = defaultdict(list)
+            for s in on_stages:
+                if s in self.domains:
+                    for proc in self.domains[s]:
+                        candidates[proc].append(self.x[s, proc])
+            ons = []
+            for proc, xs in candidates.items():
+                on = m.new_bool_var(f"on[{proc},{g}]")
+                m.add_max_equality(on, xs)
+                self.on[proc, g] = on
+                ons.append(on)
+            procs_of_gpu[g] = ons
+
+            max_total = 0
+            for s in on_stages:
+                spec = p.pipeline.stage(s)
+                if spec.fraction is not None:
+                    max_total += round(spec.fraction * 1_000_000)
+                else:
+                    max_total += max((u for _, u in recs.get(s, ())), default=0)
+            if max_total > p.limit_units:
+                lit = self._lit(Rule("limit", gpu=g))
+                total = sum(self.frac[s] for s in on_stages)
+                if isinstance(total, int):  # every fraction declared: the rule is simply violated
+                    m.add_bool_or([~lit])
+                else:
+                    m.add(total <= p.limit_units).only_enforce_if(lit)
+
+            lacking = [s for s in on_stages if self.has[s] is not True]
+            if p.pipeline.placement.require_memory_fraction_for_colocation and lacking \
+                    and len(ons) + tp_ranks >= 2:
+                lit = self._lit(Rule("fractions", gpu=g))
+                shared = None
+                if ons:
+                    shared = m.new_bool_var(f"shared[{g}]")
+                    m.add(sum(ons) + tp_ranks <= 1).only_enforce_if(~shared)
+                for s in lacking:
+                    has = self.has[s]
+                    clause = [~lit] + ([~shared] if shared is not None else [])
+                    clause += [has] if has is not False else []
+                    m.add_bool_or(clause)
+
+        # One process, one GPU.
+        gpus_of_proc: dict[str, list] = defaultdict(list)
+        for (proc, g), on in self.on.items():
+            gpus_of_proc[proc].append(on)
+        for proc, ons in sorted(gpus_of_proc.items()):
+            if len(ons) >= 2:
+                lit = self._lit(Rule("one-gpu", process=proc))
+                m.add(sum(ons) <= 1).only_enforce_if(lit)
+
+        # Names: a group may not take a TP rank's name; two TP stages may not share rank names.
+        for name, owners in sorted(p.rank_names.items()):
+            if name in by_process:
+                lit = self._lit(Rule("name", process=name, stage=owners[0]))
+                for s in by_process[name]:
+                    m.add_implication(lit, ~self.x[s, name])
+            if len(owners) > 1:
+                lit = self._lit(Rule("tp-names", process=name, stage=owners[1]))
+                m.add_bool_or([~lit])
+
+    # -- solving --------------------------------------------------------------------------------
+    def _solver(self) -> cp_model.CpSolver:
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = 0
+        solver.parameters.max_time_in_seconds = 10.0
+        return solver
+
+    def feasible(self, active: list[int], solver: cp_model.CpSolver | None = None) -> bool:
+        self.model.clear_assumptions()
+        self.model.add_assumptions([self.lits[i] for i in active])
+        status = (solver or self._solver()).solve(self.model)
+        if status == cp_model.UNKNOWN:
+            raise RuntimeError("CP-SAT timed out on a placement model")
+        return status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+
+    def solve_all(self) -> tuple[Assignment | None, list[list[Rule]], bool]:
+        """Solve with every rule; on conflict return each independent minimal core.
+
+        Returns (assignment or None, cores, truncated).
+        """
+        solver = self._solver()
+        active = list(range(len(self.rules)))
+        if self.feasible(active, solver):
+            return self._assignment(solver), [], False
+        cores: list[list[Rule]] = []
+        while len(cores) < MAX_CORES:
+            core = self._minimal_core(active, solver)
+            cores.append([self.rules[i] for i in core])
+            # Relax the rule this core is reported under, then look for the next conflict.
+            relax = min((i for i in core if self.rules[i].kind != "request"),
+                        key=lambda i: self.rules[i].rank(), default=core[-1])
+            active.remove(relax)
+            if self.feasible(active, solver):
+                return None, cores, False
+        return None, cores, True
+
+    def _minimal_core(self, active: list[int], solver: cp_model.CpSolver) -> list[int]:
+        self.feasible(active, solver)
+        found = [self._index_of[i] for i in solver.sufficient_assumptions_for_infeasibility()
+                 if i in self._index_of]
+        core = sorted(set(found) & set(active))
+        # The solver's core is sufficient at best; re-verify, and fall back to all active rules.
+        if not core or self.feasible(core, solver):
+            core = list(active)
+        # Deletion: drop every member whose absence keeps the core infeasible. Rules are tried
+        # before requests, so a core keeps naming the requests that caused it.
+        for i in sorted(core, key=lambda i: (self.rules[i].kind == "request", i)):
+            trial = [j for j in core if j != i]
+            if trial and not self.feasible(trial, solver):
+                core = trial
+        return core
+
+    def _assignment(self, solver: cp_model.CpSolver) -> Assignment:
+        process = {}
+        for s, dom in self.domains.items():
+            process[s] = next(proc for proc in dom if solver.boolean_value(self.x[s, proc]))
+        fractions: dict[str, int | None] = {}
+        for s, has in self.has.items():
+            if has is True or (has is not False and solver.boolean_value(has)):
+                fractions[s] = int(solver.value(self.frac[s])) if not isinstance(
+                    self.frac[s], int) else self.frac[s]
+            else:
+                fractions[s] = None
+        alone = {r.stage for r, lit in zip(self.rules, self.lits)
+                 if r.kind == "alone" and solver.boolean_value(lit)}
+        return Assignment(process=process, fraction_units=fractions, alone_kept=alone)
+
+    # -- hints ----------------------------------------------------------------------------------
+    def nearest(self) -> Assignment | None:
+        """The feasible placement closest to the request under the placement rules (fractions are
+        fixed by YAML instead): fewest stages away from where they were asked to run, then fewest
+        dropped isolations."""
+        m, p = self.model, self.problem
+        m.clear_assumptions()
+        cost = []
+        for lit, rule in zip(self.lits, self.rules):
+            if rule.kind in PLACEMENT_HARD:
+                m.add_bool_or([lit])
+            elif rule.kind == "alone":
+                cost.append(1 - lit)
+        for s, target in p.target.items():
+            xt = self.x.get((s, target))
+            cost.append(2 * (1 - xt) if xt is not None else 2)
+        m.minimize(sum(cost))
+        solver = self._solver()
+        status = solver.solve(m)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        return self._assignment(solver)
+
+
+def nearest_placement(problem: Problem) -> Assignment | None:
+    return PlacementModel(problem, hint_domains(problem)).nearest()
