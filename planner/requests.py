@@ -142,3 +142,12 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline, isolate_stages: tuple
 
     # Hints for request errors are best-effort: a tp-stage fix above lists the remaining flags.
     return ParsedRequests(requests=tuple(requests), diagnostics=tuple(diags), flags=tuple(flags))
+
+
+def options_from_flags(flags: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
+    """Split flags as printed in hints back into (isolate_stages, stage_processes)."""
+    isolate, assign = [], []
+    for f in flags:
+        option, _, value = f.partition(" ")
+        (isolate if option == "--isolate-stage" else assign).append(value)
+    return isolate, assign
