@@ -437,6 +437,12 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
             issues.append(ConfigIssue(source, key, f"fuses tensor-parallel stage {tp[0]!r}",
                                       "a TP stage runs one process per rank and cannot be fused"))
             continue
+        on = sorted({g for x in item for g in next(s for s in stages if s.name == x).gpus})
+        if len(on) > 1:
+            issues.append(ConfigIssue(source, key, f"fuses stages on GPUs {on}",
+                                      "fused stages share one process, and one process drives one "
+                                      "GPU; put them on one GPU or stop fusing them"))
+            continue
         again = [x for x in item if x in in_fused]
         if again:
             issues.append(ConfigIssue(source, key, f"stage {again[0]!r} is in two fused groups",

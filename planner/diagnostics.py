@@ -258,7 +258,7 @@ class Explainer:
 
     def _fused(self, rule: Rule, core: list[Rule]) -> Diagnostic:
         group = rule.process.split(",")
-        moved = sorted(r.stage for r in core if r.kind == "request")
+        moved = sorted(m for m in group if m in self.p.request_of)
         isolates = [s for s in moved if self.p.request_of[s].alone]
         code = "isolation-conflict" if isolates else "process-name-conflict"
         because = self._because_requests(core)

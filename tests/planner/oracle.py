@@ -43,7 +43,10 @@ def judge(pl: Pipeline, isolate=(), assign=()) -> Verdict:
 
     for group in pl.fused_stages:
         if len({proc[m] for m in group}) > 1:
-            v.violations.add(("fused", group))
+            # Moving a fused member away is an isolation conflict when it was asked to run alone,
+            # otherwise the request only names another process for part of the group.
+            isolating = any(r.alone for r in parsed.requests if r.stage in group)
+            v.violations.add(("isolation-conflict" if isolating else "process-name-conflict", group))
     for r in parsed.requests:
         if r.alone and any(t != r.stage and p == r.process for t, p in proc.items()):
             v.violations.add(("isolation-conflict", r.stage))

@@ -106,6 +106,7 @@ def bad(**changes):
     (bad(placement={"max_total_gpu_memory_fraction_per_gpu": 2}), ["outside (0, 1]"]),
     (bad(placement={"require_memory_fraction_for_colocation": "yes"}), ["true or false"]),
     (bad(fused_stages=[["a"]]), ["two or more stages"]),
+    (bad(s0_gpu=1, fused_stages=[["a", "b"]]), ["fuses stages on GPUs [0, 1]"]),
     (bad(s0_terminal=True), ["both next and terminal"]),
     (bad(s0_factory="nocolon"), ["module:callable"]),
     (bad(unsupported_edges=[{"edge": ["a", "b"]}], process_safe_edges=[["a", "b"]]),
