@@ -300,8 +300,9 @@ class CodecGenerator:
         if payload.get("speaker_embedding") is not None:
             speaker = payload["speaker_embedding"].to(dev) @ self.spk_proj
         elif reference is not None:  # cards without a reference encoder: pool the clip directly
-            pooled = F.adaptive_avg_pool1d(reference.abs().reshape(1, 1, -1), 64).reshape(64).to(dev)
-            speaker = pooled @ self.ref_proj
+            frames = reference[: 64 * 128].reshape(64, 128)
+            profile = torch.fft.rfft(frames).abs().mean(0)[:64]
+            speaker = (profile / profile.norm() * 8.0).to(dev) @ self.ref_proj
         else:
             speaker = torch.zeros(d, device=dev)
         n_frames = min(max(1, math.ceil(tokens.numel() * self.frames_per_token)), self.max_frames)
@@ -310,7 +311,7 @@ class CodecGenerator:
         hd = d // self.size.heads
         caches = [[torch.zeros(self.size.heads, total, hd, device=dev) for _ in range(2)]
                   for _ in self.layers]
-        h = self._trunk(prefix, caches, 0)[-1:]
+        h = F.layer_norm(self._trunk(prefix, caches, 0)[-1:], (d,))
         pos = prefix.shape[0]
         noise_gen = torch.Generator().manual_seed(
             zlib.crc32(tokens.numpy().tobytes()) ^ (self.seed * 7919))
@@ -321,12 +322,12 @@ class CodecGenerator:
                 torch.rand(self.size.codebooks, self.size.codebook_size, generator=noise_gen)
                 .clamp_(1e-9, 1 - 1e-9)))
             mine = torch.stack([
-                ((h[0] @ self.heads[k]).cpu() + gumbel[k]).argmax() for k in self.mine
+                ((h[0] @ self.heads[k]).cpu() * 3.0 + gumbel[k]).argmax() for k in self.mine
             ])
             codes = self._gather(mine.to(dev) if dev != "cpu" else mine).cpu()
             frames.append(codes)
             x = sum(self.code_emb[k, codes[k]] for k in range(self.size.codebooks)).reshape(1, d)
-            h = self._trunk(x, caches, pos)
+            h = F.layer_norm(self._trunk(x, caches, pos), (d,))
             pos += 1
             if len(frames) - sent == self.chunk_frames or step == n_frames - 1:
                 start = max(0, sent - VOCODER_CONTEXT)

@@ -100,19 +100,19 @@ def resolve_factory(path: str) -> Callable[..., Any]:
 
 
 def build_stage(spec: StageSpec, offered: Mapping[str, Any]) -> Callable[..., Any]:
-    """Call the factory with the config's args, plus each offered runtime arg its signature takes."""
+    """Call the factory with the config's args, plus each offered runtime arg it names.
+
+    Only parameters the signature names are offered (a bare **kwargs does not count): a factory
+    that forwards **kwargs to a real engine must not receive arguments it never asked for.
+    """
     factory = resolve_factory(spec.factory)
     kwargs = dict(spec.kwargs)
     params = inspect.signature(factory).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     for key, value in offered.items():
-        if key not in kwargs and (key in params or (takes_any and key in _ALWAYS_OFFERED)):
+        if key not in kwargs and key in named:
             kwargs[key] = value
     return factory(**kwargs)
-
-
-# Arguments a factory with **kwargs still gets (the issue's contract); the rest only when named.
-_ALWAYS_OFFERED = ("device", "total_gpu_memory_fraction")
 
 
 class Worker:

@@ -14,13 +14,15 @@ LOCAL = (("prepared_requests", "process_local"),)
 def _stage(name, process, factory, gpus=(0,), fraction=None, args=(), tp_size=1):
     return PlannedStage(
         name=name, process=process, gpus=tuple(gpus), tp_size=tp_size, fraction=fraction,
-        fraction_source="declared" if fraction is not None else None, factory=S + factory,
+        fraction_source="declared" if fraction is not None else None,
+        factory=factory if ":" in factory else S + factory,
         args=tuple(args),
     )
 
 
 def qwen3(split: str | None = None, *, vocoder_factory: str = "vocoder",
-          local_state: bool = True) -> Plan:
+          generator_factory: str = "codec_generator", local_state: bool = True,
+          generator_args: tuple = (), vocoder_args: tuple = ()) -> Plan:
     """Qwen3-TTS: preprocessing (CPU) -> tts_engine (gpu 0) -> vocoder (gpu 0, streamed).
 
     split=None: the declared topology, one process `pipeline`.
@@ -34,8 +36,10 @@ def qwen3(split: str | None = None, *, vocoder_factory: str = "vocoder",
         proc[split] = split
     stages = (
         _stage("preprocessing", proc["preprocessing"], "preprocessing", gpus=(), args=args),
-        _stage("tts_engine", proc["tts_engine"], "codec_generator", fraction=fr[0], args=args),
-        _stage("vocoder", proc["vocoder"], vocoder_factory, fraction=fr[1]),
+        _stage("tts_engine", proc["tts_engine"], generator_factory, fraction=fr[0],
+               args=args + tuple(generator_args)),
+        _stage("vocoder", proc["vocoder"], vocoder_factory, fraction=fr[1],
+               args=tuple(vocoder_args)),
     )
     return _assemble("Qwen/Qwen3-TTS-12Hz-0.6B-Base", stages, [
         ("preprocessing", "tts_engine", ("next",)),

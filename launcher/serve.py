@@ -1,0 +1,105 @@
+"""`serve(plan, ...)`: launch a plan, put the HTTP front door on it, run until a signal.
+
+Exit codes: 0 after a clean stop (SIGINT/SIGTERM), `EXIT_LAUNCH_FAILED` (3) when the workers could
+not start, `EXIT_RUNTIME_FAILED` (4) when the deployment gave up (restart limit) or the port could
+not be bound. (1 and 2 belong to `planner solve`'s infeasible and invalid results.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import uvicorn
+
+from .deployment import launch
+from .errors import LaunchError
+from .http import create_app
+
+EXIT_OK = 0
+EXIT_LAUNCH_FAILED = 3
+EXIT_RUNTIME_FAILED = 4
+DRAIN_TIMEOUT_S = 30.0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises a captured SIGTERM/SIGINT after shutting down, which would kill this
+    process before the deployment is closed; here a signal only starts the drain."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        def handle(sig, frame):
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True  # a second Ctrl-C stops waiting for the drain
+            self.should_exit = True
+            self.stop_signal = signal.Signals(sig).name
+
+        previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port: int = 8000,
+          device: str = "auto", *, drain_timeout: float = DRAIN_TIMEOUT_S,
+          out: TextIO | None = None, err: TextIO | None = None, **launch_kwargs: Any) -> int:
+    """Serve `plan` on http://host:port until SIGINT/SIGTERM; returns the process exit code.
+
+    `port=0` picks a free port (the ready line says which). `launch_kwargs` go to `launch`.
+    """
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        deployment = launch(plan, device, **launch_kwargs)
+    except LaunchError as exc:
+        print(f"error: could not start {plan.model}: {exc}", file=err, flush=True)
+        return EXIT_LAUNCH_FAILED
+    if deployment.note:
+        print(f"note: {deployment.note}", file=err, flush=True)
+    app = create_app(deployment, topology_json)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
+                            timeout_graceful_shutdown=drain_timeout)
+    server = _Server(config)
+    server.stop_signal = None
+    code = EXIT_OK
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.02)
+        bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
+        procs = ", ".join(deployment.worker_pids())
+        print(f"ready: {plan.model} on http://{host}:{bound} "
+              f"({plan.process_count()} processes: {procs}; device {deployment.device}); "
+              "POST /v1/audio/speech; Ctrl-C to stop", file=out, flush=True)
+        while not server.should_exit:
+            if deployment.failed.is_set():
+                print(f"error: {deployment.health()['error']}", file=err, flush=True)
+                server.should_exit = True
+            await asyncio.sleep(0.1)
+
+    async def run() -> None:
+        watcher = asyncio.create_task(announce())
+        try:
+            await server.serve()
+        finally:
+            watcher.cancel()
+
+    try:
+        asyncio.run(run())
+    except SystemExit:  # uvicorn exits this way when it cannot bind
+        code = EXIT_RUNTIME_FAILED
+    finally:
+        if server.stop_signal:
+            print(f"{server.stop_signal}: draining {deployment.in_flight} in-flight request(s), "
+                  "then stopping", file=err, flush=True)
+        deployment.close(drain_timeout=drain_timeout)
+    if deployment.failed.is_set() or not server.started:
+        code = EXIT_RUNTIME_FAILED
+    return code

@@ -1,0 +1,74 @@
+"""Every launcher test must leave no process and no shared-memory segment behind."""
+
+from __future__ import annotations
+
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
+import os
+import time
+
+import pytest
+
+from launcher import ipc
+from launcher.deployment import SHM_PREFIX
+
+TINY = {"size": "tiny"}
+
+
+def _children() -> dict[int, int]:
+    """pid -> parent pid, for every process on the machine."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if fields[0] != "Z":
+                out[int(entry)] = int(fields[1])
+    return out
+
+
+def descendants(root: int) -> set[int]:
+    parents = _children()
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def _infrastructure() -> set[int]:
+    """multiprocessing's fork server and resource tracker: shared helpers that live as long as
+    pytest does (they exit with it), not processes a deployment owns."""
+    pids = {multiprocessing.forkserver._forkserver._forkserver_pid,
+            multiprocessing.resource_tracker._resource_tracker._pid}
+    return {p for p in pids if p}
+
+
+def leftovers() -> tuple[set[int], list[str]]:
+    procs = descendants(os.getpid()) - _infrastructure()
+    return procs, ipc.segments(SHM_PREFIX)
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    yield
+    deadline = time.monotonic() + 3.0
+    while True:
+        procs, segments = leftovers()
+        if (not procs and not segments) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not procs, f"processes left running: {sorted(procs)}"
+    assert not segments, f"shared-memory segments left: {segments}"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

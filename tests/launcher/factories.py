@@ -1,0 +1,36 @@
+"""Factories only the tests use: a stage that cannot be built, and paced stages for timing tests."""
+
+from __future__ import annotations
+
+import time
+
+from launcher import standins
+
+
+def broken(**kwargs):
+    raise RuntimeError("weights file /models/vocoder.safetensors not found")
+
+
+def paced_generator(*, delay: float = 0.05, size: str = "base", **kwargs):
+    """The stand-in generator, sleeping before each chunk, so requests last long enough to watch."""
+    inner = standins.codec_generator(size=size, **kwargs)
+
+    def run(payload):
+        for chunk in inner(payload):
+            time.sleep(delay)
+            yield chunk
+
+    return run
+
+
+def logging_vocoder(*, log: str, size: str = "base"):
+    """The stand-in vocoder, appending the wall-clock time at which each chunk is finished."""
+    inner = standins.vocoder(size=size)
+
+    def run(payload):
+        out = inner(payload)
+        with open(log, "a") as f:
+            f.write(f"{time.time()}\n")
+        return out
+
+    return run

@@ -1,0 +1,148 @@
+"""End to end on CPU through the Python API: real worker processes, torn down after each test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from launcher import LaunchError, StageFailed, Unavailable, WorkerDied, launch, standins
+from launcher.audio import SAMPLE_RATE
+
+from . import plans
+from .conftest import TINY, pid_alive
+
+pytestmark = pytest.mark.slow
+TEXT = "Placement must not change the audio."
+F = "tests.launcher.factories:"
+
+
+def synth(plan, text=TEXT, **kw):
+    with launch(plan, factory_defaults=TINY, **kw) as d:
+        return d.synthesize(text, voice="alice", timeout=30)
+
+
+def test_declared_topology_and_every_safe_split_give_identical_audio():
+    declared = synth(plans.qwen3())
+    split = synth(plans.qwen3("vocoder"))
+    assert declared.sample_rate == SAMPLE_RATE == 24_000
+    assert declared.samples.numel() == standins.expected_samples(TEXT)
+    assert torch.equal(declared.samples, split.samples)
+
+
+def test_tensor_parallel_ranks_give_the_same_audio_as_one_process():
+    one = synth(plans.higgs(tp=1))
+    two = synth(plans.higgs(tp=2))
+    assert one.samples.numel() == standins.expected_samples(TEXT)
+    assert torch.equal(one.samples, two.samples)
+
+
+def test_first_chunk_arrives_before_the_last_is_produced(tmp_path):
+    log = tmp_path / "produced"
+    plan = plans.qwen3("vocoder", generator_factory=F + "paced_generator",
+                       generator_args=(("delay", 0.05),),
+                       vocoder_factory=F + "logging_vocoder", vocoder_args=(("log", str(log)),))
+    with launch(plan, factory_defaults=TINY) as d:
+        request = d.submit(TEXT, stream=True)
+        chunks = request.chunks(timeout=30)
+        next(chunks)
+        first_arrival = time.time()
+        rest = list(chunks)
+    produced = [float(x) for x in log.read_text().split()]
+    assert len(rest) + 1 == len(produced) > 3
+    assert first_arrival < produced[-1]
+
+
+def test_killed_worker_fails_its_request_restarts_and_serves_again():
+    plan = plans.qwen3("vocoder", generator_factory=F + "paced_generator",
+                       generator_args=(("delay", 0.05),))
+    with launch(plan, factory_defaults=TINY) as d:
+        expected = d.synthesize(TEXT, timeout=30)
+        victim = d.worker_pids()["vocoder"]
+        request = d.submit(TEXT, stream=True)
+        chunks = request.chunks(timeout=30)
+        next(chunks)
+        killed_at = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        with pytest.raises(WorkerDied, match=r"process 'vocoder' \(pid \d+, stages: vocoder\) "
+                                             r"was killed by SIGKILL") as err:
+            list(chunks)
+        assert err.value.status == 503
+        assert time.monotonic() - killed_at < 1.0
+        assert d.health()["status"] in ("degraded", "ok")
+        deadline = time.monotonic() + 20
+        while d.health()["status"] != "ok":
+            assert time.monotonic() < deadline, d.health()
+            time.sleep(0.05)
+        assert d.worker_pids()["vocoder"] != victim
+        assert not pid_alive(victim)
+        again = d.synthesize(TEXT, timeout=30)
+        assert torch.equal(again.samples, expected.samples)
+        assert [p["restarts"] for p in d.health()["processes"]] == [0, 1]
+
+
+def test_restart_limit_shuts_the_deployment_down():
+    with launch(plans.qwen3("vocoder"), factory_defaults=TINY, max_restarts=0) as d:
+        os.kill(d.worker_pids()["vocoder"], signal.SIGKILL)
+        assert d.failed.wait(5)
+        assert d.health()["status"] == "failed"
+        with pytest.raises(Unavailable, match="restart"):
+            d.submit(TEXT)
+
+
+def test_factory_raising_at_build_is_a_clear_startup_error():
+    plan = plans.qwen3("vocoder", vocoder_factory=F + "broken")
+    with pytest.raises(LaunchError) as err:
+        launch(plan, factory_defaults=TINY)
+    message = str(err.value)
+    assert "stage 'vocoder' (factory tests.launcher.factories:broken)" in message
+    assert "in process 'vocoder'" in message
+    assert "RuntimeError: weights file /models/vocoder.safetensors not found" in message
+    # the fixture then checks that the other process was stopped and no segment is left
+
+
+def test_unsupported_process_local_split_fails_with_a_clear_error():
+    with launch(plans.qwen3("preprocessing"), factory_defaults=TINY) as d:
+        with pytest.raises(StageFailed) as err:
+            d.synthesize(TEXT, timeout=30)
+        message = str(err.value)
+        assert "stage 'tts_engine' in process 'pipeline' failed" in message
+        assert "process-local handoff broken" in message
+        assert "published by process 'preprocessing'" in message
+        # the worker survives a failing request
+        assert d.health()["status"] == "ok"
+
+
+def test_same_split_without_process_local_state_works():
+    audio = synth(plans.qwen3("preprocessing", local_state=False))
+    assert torch.equal(audio.samples, synth(plans.qwen3()).samples)
+
+
+def test_health_and_metrics_describe_the_running_processes():
+    with launch(plans.qwen3("vocoder"), factory_defaults=TINY) as d:
+        d.synthesize(TEXT, timeout=30)
+        d.synthesize("Second request.", timeout=30)
+        time.sleep(0.6)  # one stats interval
+        health = d.health()
+        assert health["device"] == "cpu"
+        assert [(p["name"], p["stages"], p["state"]) for p in health["processes"]] == [
+            ("pipeline", ["preprocessing", "tts_engine"], "ready"),
+            ("vocoder", ["vocoder"], "ready"),
+        ]
+        text = d.metrics_text()
+        assert 'stage_planner_stage_latency_seconds_count{stage="tts_engine"} 2' in text
+        assert 'stage_planner_requests_total{outcome="ok"} 2' in text
+        assert 'stage_planner_process_rss_bytes{process="vocoder"}' in text
+        assert 'stage_planner_stage_queue_depth{stage="vocoder",process="vocoder"} 0' in text
+
+
+def test_cuda_request_without_cuda_is_refused_and_auto_says_cpu():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(LaunchError, match="no CUDA device"):
+        launch(plans.qwen3(), device="cuda")
+    with launch(plans.qwen3(), factory_defaults=TINY) as d:
+        assert d.device == "cpu" and "running every stage on CPU" in d.note
