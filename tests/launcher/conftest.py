@@ -13,6 +13,8 @@ from launcher import ipc
 from launcher.deployment import SHM_PREFIX
 
 TINY = {"size": "tiny"}
+# benchmarks/gpu_check.sh sets cuda to run the same end-to-end tests on a GPU.
+DEVICE = os.environ.get("LAUNCHER_TEST_DEVICE", "cpu")
 
 
 def _children() -> dict[int, int]:

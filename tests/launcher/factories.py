@@ -34,3 +34,20 @@ def logging_vocoder(*, log: str, size: str = "base"):
         return out
 
     return run
+
+
+def greedy_vocoder(*, device: str = "cpu", total_gpu_memory_fraction: float | None = None,
+                   over: float = 0.05, size: str = "base"):
+    """The stand-in vocoder, after allocating its fraction of the GPU plus `over` (may be < 0).
+
+    On CUDA with a fraction applied, over > 0 must fail: the fraction is enforced.
+    """
+    import torch
+
+    if device.startswith("cuda") and total_gpu_memory_fraction is not None:
+        index = torch.device(device).index or 0
+        total = torch.cuda.get_device_properties(index).total_memory
+        block = torch.empty(int((total_gpu_memory_fraction + over) * total), dtype=torch.uint8,
+                            device=device)
+        del block
+    return standins.vocoder(size=size, device=device)

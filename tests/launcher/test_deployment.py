@@ -13,7 +13,7 @@ from launcher import LaunchError, StageFailed, Unavailable, WorkerDied, launch, 
 from launcher.audio import SAMPLE_RATE
 
 from . import plans
-from .conftest import TINY, pid_alive
+from .conftest import DEVICE, TINY, pid_alive
 
 pytestmark = pytest.mark.slow
 TEXT = "Placement must not change the audio."
@@ -21,7 +21,7 @@ F = "tests.launcher.factories:"
 
 
 def synth(plan, text=TEXT, **kw):
-    with launch(plan, factory_defaults=TINY, **kw) as d:
+    with launch(plan, device=DEVICE, factory_defaults=TINY, **kw) as d:
         return d.synthesize(text, voice="alice", timeout=30)
 
 
@@ -34,6 +34,8 @@ def test_declared_topology_and_every_safe_split_give_identical_audio():
 
 
 def test_tensor_parallel_ranks_give_the_same_audio_as_one_process():
+    if DEVICE == "cuda" and torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
     one = synth(plans.higgs(tp=1))
     two = synth(plans.higgs(tp=2))
     assert one.samples.numel() == standins.expected_samples(TEXT)
@@ -45,7 +47,7 @@ def test_first_chunk_arrives_before_the_last_is_produced(tmp_path):
     plan = plans.qwen3("vocoder", generator_factory=F + "paced_generator",
                        generator_args=(("delay", 0.05),),
                        vocoder_factory=F + "logging_vocoder", vocoder_args=(("log", str(log)),))
-    with launch(plan, factory_defaults=TINY) as d:
+    with launch(plan, device=DEVICE, factory_defaults=TINY) as d:
         request = d.submit(TEXT, stream=True)
         chunks = request.chunks(timeout=30)
         next(chunks)
@@ -59,7 +61,7 @@ def test_first_chunk_arrives_before_the_last_is_produced(tmp_path):
 def test_killed_worker_fails_its_request_restarts_and_serves_again():
     plan = plans.qwen3("vocoder", generator_factory=F + "paced_generator",
                        generator_args=(("delay", 0.05),))
-    with launch(plan, factory_defaults=TINY) as d:
+    with launch(plan, device=DEVICE, factory_defaults=TINY) as d:
         expected = d.synthesize(TEXT, timeout=30)
         victim = d.worker_pids()["vocoder"]
         request = d.submit(TEXT, stream=True)
@@ -85,7 +87,7 @@ def test_killed_worker_fails_its_request_restarts_and_serves_again():
 
 
 def test_restart_limit_shuts_the_deployment_down():
-    with launch(plans.qwen3("vocoder"), factory_defaults=TINY, max_restarts=0) as d:
+    with launch(plans.qwen3("vocoder"), device=DEVICE, factory_defaults=TINY, max_restarts=0) as d:
         os.kill(d.worker_pids()["vocoder"], signal.SIGKILL)
         assert d.failed.wait(5)
         assert d.health()["status"] == "failed"
@@ -96,7 +98,7 @@ def test_restart_limit_shuts_the_deployment_down():
 def test_factory_raising_at_build_is_a_clear_startup_error():
     plan = plans.qwen3("vocoder", vocoder_factory=F + "broken")
     with pytest.raises(LaunchError) as err:
-        launch(plan, factory_defaults=TINY)
+        launch(plan, device=DEVICE, factory_defaults=TINY)
     message = str(err.value)
     assert "stage 'vocoder' (factory tests.launcher.factories:broken)" in message
     assert "in process 'vocoder'" in message
@@ -105,7 +107,7 @@ def test_factory_raising_at_build_is_a_clear_startup_error():
 
 
 def test_unsupported_process_local_split_fails_with_a_clear_error():
-    with launch(plans.qwen3("preprocessing"), factory_defaults=TINY) as d:
+    with launch(plans.qwen3("preprocessing"), device=DEVICE, factory_defaults=TINY) as d:
         with pytest.raises(StageFailed) as err:
             d.synthesize(TEXT, timeout=30)
         message = str(err.value)
@@ -122,12 +124,12 @@ def test_same_split_without_process_local_state_works():
 
 
 def test_health_and_metrics_describe_the_running_processes():
-    with launch(plans.qwen3("vocoder"), factory_defaults=TINY) as d:
+    with launch(plans.qwen3("vocoder"), device=DEVICE, factory_defaults=TINY) as d:
         d.synthesize(TEXT, timeout=30)
         d.synthesize("Second request.", timeout=30)
         time.sleep(0.6)  # one stats interval
         health = d.health()
-        assert health["device"] == "cpu"
+        assert health["device"] == DEVICE
         assert [(p["name"], p["stages"], p["state"]) for p in health["processes"]] == [
             ("pipeline", ["preprocessing", "tts_engine"], "ready"),
             ("vocoder", ["vocoder"], "ready"),

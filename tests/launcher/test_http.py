@@ -1,0 +1,181 @@
+"""The HTTP front door, in process (Starlette's test client) and as a served subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import wave
+
+import warnings
+
+import httpx
+import pytest
+
+with warnings.catch_warnings():
+    # Starlette 1.x suggests httpx2 for its test client; httpx is what the serve extra installs.
+    warnings.simplefilter("ignore", UserWarning)
+    from starlette.testclient import TestClient
+
+from launcher import launch, standins
+from launcher.http import MAX_INPUT_CHARS, create_app
+
+from . import plans
+from .conftest import DEVICE, TINY, pid_alive
+
+pytestmark = pytest.mark.slow
+TEXT = "Hello from the speech endpoint."
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def wav_samples(body: bytes) -> tuple[int, bytes]:
+    with wave.open(io.BytesIO(body)) as w:
+        assert (w.getnchannels(), w.getsampwidth()) == (1, 2)
+        return w.getframerate(), w.readframes(w.getnframes())
+
+
+@pytest.fixture
+def client_for():
+    opened = []
+
+    def make(plan):
+        d = launch(plan, device=DEVICE, factory_defaults=TINY)
+        opened.append(d)
+        return TestClient(create_app(d, plans.topology(plan)))
+
+    yield make
+    for d in opened:
+        d.close()
+
+
+def test_speech_is_the_same_wav_for_declared_and_split_topologies(client_for):
+    bodies = []
+    for plan in (plans.qwen3(), plans.qwen3("vocoder")):
+        client = client_for(plan)
+        r = client.post("/v1/audio/speech", json={"model": "tts-1", "input": TEXT,
+                                                   "voice": "alice"})
+        assert r.status_code == 200 and r.headers["content-type"] == "audio/wav"
+        rate, frames = wav_samples(r.content)
+        assert rate == 24_000 and len(frames) == 2 * standins.expected_samples(TEXT)
+        bodies.append(r.content)
+        pcm = client.post("/v1/audio/speech", json={"input": TEXT, "voice": "alice",
+                                                    "response_format": "pcm"})
+        assert pcm.status_code == 200 and pcm.content == frames
+        with client.stream("POST", "/v1/audio/speech",
+                           json={"input": TEXT, "voice": "alice", "stream": True}) as s:
+            assert s.status_code == 200
+            streamed = b"".join(s.iter_bytes())
+        assert streamed[44:] == frames and streamed[:4] == b"RIFF"
+    assert bodies[0] == bodies[1]
+
+
+def test_health_topology_and_metrics(client_for):
+    plan = plans.qwen3("vocoder")
+    client = client_for(plan)
+    health = client.get("/health")
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert {p["name"] for p in health.json()["processes"]} == {"pipeline", "vocoder"}
+    assert client.get("/v1/topology").json() == json.loads(json.dumps(plans.topology(plan)))
+    client.post("/v1/audio/speech", json={"input": TEXT})
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
+    assert "# TYPE stage_planner_stage_latency_seconds histogram" in metrics.text
+    assert 'stage_planner_process_rss_bytes{process="pipeline"}' in metrics.text
+
+
+BAD = [
+    ({}, 400, "missing_input"),
+    ({"input": ""}, 400, "missing_input"),
+    ({"input": "   "}, 400, "missing_input"),
+    ({"input": 42}, 400, "missing_input"),
+    ({"input": "x" * (MAX_INPUT_CHARS + 1)}, 400, "input_too_long"),
+    ({"input": "hi", "response_format": "mp3"}, 400, "unsupported_response_format"),
+    ({"input": "hi", "voice": 3}, 400, "invalid_voice"),
+    ({"input": "hi", "stream": "yes"}, 400, "invalid_stream"),
+    ([1, 2], 400, "invalid_json"),
+]
+
+
+def test_bad_requests_get_4xx_and_leave_workers_usable(client_for):
+    client = client_for(plans.qwen3())
+    for body, status, code in BAD:
+        r = client.post("/v1/audio/speech", json=body)
+        assert (r.status_code, r.json()["error"]["code"]) == (status, code), body
+    r = client.post("/v1/audio/speech", content=b"{not json",
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+    r = client.post("/v1/audio/speech", content=b"\xff\xfe", headers={})
+    assert r.status_code == 400
+    assert client.get("/v1/audio/speech").status_code == 405
+    assert client.get("/nope").status_code == 404
+    assert client.post("/v1/audio/speech", json={"input": "still fine"}).status_code == 200
+
+
+def test_stage_error_is_reported_not_hidden(client_for):
+    client = client_for(plans.qwen3("preprocessing"))
+    r = client.post("/v1/audio/speech", json={"input": TEXT})
+    assert r.status_code == 500
+    assert "process-local handoff broken" in r.json()["error"]["message"]
+
+
+def _start_server(*args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.launcher.serve_main", *args], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    line = proc.stdout.readline()
+    match = re.search(r"http://[\d.]+:\d+", line)
+    if not match:
+        proc.kill()
+        raise AssertionError(f"no ready line: {line!r} {proc.stderr.read()}")
+    return proc, match.group()
+
+
+def test_serve_drains_on_sigterm_and_leaves_nothing_running():
+    proc, url = _start_server("vocoder", "paced")
+    try:
+        workers = [p["pid"] for p in httpx.get(f"{url}/health").json()["processes"]]
+        results = []
+
+        def call():
+            try:
+                r = httpx.post(f"{url}/v1/audio/speech", json={"input": TEXT}, timeout=30)
+                results.append(r.status_code)
+            except httpx.HTTPError as exc:
+                results.append(type(exc).__name__)
+
+        threads = [threading.Thread(target=call) for _ in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)  # the requests are in the pipeline (each takes ~0.5 s paced)
+        proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(30)
+        assert proc.wait(20) == 0
+        assert results == [200, 200, 200]
+        assert "SIGTERM: draining" in proc.stderr.read()
+        deadline = time.monotonic() + 5
+        while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(pid_alive(p) for p in workers)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_reports_a_build_failure_and_exits_non_zero():
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.launcher.serve_main", "vocoder", "broken"], cwd=ROOT,
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 3
+    assert "could not start" in proc.stderr and "stage 'vocoder'" in proc.stderr
+    assert "ready" not in proc.stdout
