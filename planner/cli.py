@@ -99,12 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
 
-    try:
-        from launcher.bench_cli import add_bench_parser
-    except ImportError:  # the bench extra is not installed: the command is simply absent
-        pass
-    else:
-        add_bench_parser(sub)
     return parser
 
 

@@ -14,7 +14,7 @@ from planner.solver import Assignment
 
 
 def _q(flags: tuple[str, ...]) -> str:
-    return " ".join(f"`{f}`" for f in flags)
+    return "`" + " ".join(flags) + "`"
 
 
 def placement_flags(problem: Problem, a: Assignment) -> tuple[str, ...]:
@@ -87,11 +87,11 @@ class Explainer:
         pl = self.p.pipeline
         reason = pl.unsupported_reason(rule.edge)
         because = self._because_requests(core)
-        because.append(f"{pl.name} cannot run the handoff {u} -> {v} across processes: {reason}")
+        because.append(f"{pl.name} needs {u} -> {v} inside one process: {reason}")
         hint, fix = _placement_hint(self.p, self.nearest, f"keep {u} and {v} in one process")
         return Diagnostic(
             code="unsupported-handoff",
-            message=f"the request splits {u} -> {v}, a handoff {pl.name} does not support across "
+            message=f"the request splits {u} -> {v}, which {pl.name} does not support across "
                     f"processes",
             stages=(u, v), edge=rule.edge, because=tuple(because), hint=hint, fix=fix)
 
@@ -205,9 +205,8 @@ class Explainer:
                        | {n for n, owners in self.p.rank_names.items() for o in owners
                           if g in pl.stage(o).gpus and n.endswith(f"_tp{pl.stage(o).gpus.index(g)}")})
         because = self._because_requests(core)
-        because.append(f"GPU {g} is shared by processes {', '.join(procs)}")
-        because.append("placement.require_memory_fraction_for_colocation is true, and "
-                       f"{pl.name} recommends no fraction for {', '.join(missing)} on this split")
+        because.append("placement.require_memory_fraction_for_colocation is true")
+        because.append(f"{pl.name} recommends no fraction for {', '.join(missing)} on this split")
         # Proposed values: the card's own recommendation where it has one, else an even share of
         # what is left under the limit.
         known = {}
@@ -223,7 +222,7 @@ class Explainer:
         text, overlay = _yaml_fractions({s: proposal[s] for s in missing})
         return Diagnostic(
             code="missing-fraction",
-            message=f"GPU {g} is shared by {len(procs)} processes, but "
+            message=f"GPU {g} is shared by processes {', '.join(procs)}, but "
                     f"{', '.join(missing)} declare{'s' if len(missing) == 1 else ''} no GPU memory "
                     f"fraction",
             stages=tuple(missing), gpu=g, because=tuple(because),
@@ -245,8 +244,6 @@ class Explainer:
         if fused:
             because.append(f"fused_stages binds {', '.join(fused[0].process.split(','))} into one "
                            f"process")
-        else:
-            because.append(f"{', '.join(others)} would also run in process {proc}")
         hint, fix = _placement_hint(
             self.p, self.nearest,
             "--isolate-stage only makes singletons; group stages with --stage-process")

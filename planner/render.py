@@ -85,7 +85,9 @@ def diagnostic_text(d: Diagnostic) -> Text:
     subject = _subject(d)
     t.append(f" {subject}\n" if subject else "\n")
     if d.because:
-        t.append("  Because " + ", and ".join(d.because) + f", {d.message}.\n")
+        facts = list(d.because)
+        joined = facts[0] if len(facts) == 1 else ", ".join(facts[:-1]) + " and " + facts[-1]
+        t.append(f"  Because {joined}, {d.message}.\n")
     else:
         t.append(f"  {d.message}\n")
     if d.hint:

@@ -1,0 +1,119 @@
+"""Solve latency: in-process `planner.solve` per card and request, the CLI cold start, and scaling
+on synthetic pipelines. Prints medians with min/max; no pass/fail.
+
+    python benchmarks/solve_latency.py            # full run (~1 min)
+    python benchmarks/solve_latency.py --quick    # smoke mode used by the tests
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from datetime import date
+
+import planner
+from planner.cards import all_cards
+
+
+def timed(fn, repeat: int) -> list[float]:
+    fn()  # warm caches (card files, imports)
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def fmt(ts: list[float], unit: float = 1e3, suffix: str = "ms") -> str:
+    return (f"median {statistics.median(ts) * unit:8.2f} {suffix}  "
+            f"(min {min(ts) * unit:.2f}, max {max(ts) * unit:.2f})")
+
+
+def card_cases():
+    """One feasible and one infeasible request per card variant, where the card has one."""
+    for card in all_cards():
+        for variant in card.variants:
+            pl = planner.load_pipeline(card.name, variant=variant)
+            feasible = infeasible = None
+            for s in pl.stage_names:
+                if pl.stage(s).is_tp:
+                    continue
+                r = planner.solve(card.name, variant=variant, isolate_stages=[s])
+                if r.ok and feasible is None:
+                    feasible = [s]
+                if r.status == "infeasible" and infeasible is None:
+                    infeasible = [s]
+            yield card.name, variant, feasible, infeasible
+
+
+def synthetic(n_stages: int, n_gpus: int, n_requests: int, seed: int = 0):
+    """A chain of stages over GPUs, grouped four per process, every edge safe with fractions."""
+    rng = random.Random(seed)
+    per_gpu = 4 * -(-n_stages // (4 * n_gpus))  # whole processes of four stages per GPU
+    stages = []
+    for i in range(n_stages):
+        g = min(i // per_gpu, n_gpus - 1)
+        stages.append({"name": f"s{i}", "process": f"p{i // 4}", "gpu": g,
+                       "runtime": {"resources": {"total_gpu_memory_fraction": 0.01}},
+                       **({"next": f"s{i + 1}"} if i + 1 < n_stages else {"terminal": True})})
+    edges = [[f"s{i}", f"s{i + 1}"] for i in range(n_stages - 1)]
+    cfg = {"name": f"synthetic-{n_stages}", "stages": stages, "process_safe_edges": edges}
+    picks = rng.sample(range(n_stages), n_requests)
+    isolate = [f"s{i}" for i in picks[: n_requests // 2]]
+    # Moves stay on their stage's GPU, so the all-safe pipeline is feasible.
+    assign = [f"s{i}=q{min(i // per_gpu, n_gpus - 1)}_{rng.randrange(3)}"
+              for i in picks[n_requests // 2:]]
+    return cfg, isolate, assign
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="few repetitions, small pipelines")
+    args = ap.parse_args()
+    repeat = 5 if args.quick else 50
+
+    print(f"# solve latency, {date.today()}, {platform.machine()}, Python {platform.python_version()}")
+    print("\n## in-process planner.solve per card")
+    feas, infeas = [], []
+    for card, variant, ok_req, bad_req in card_cases():
+        if ok_req:
+            ts = timed(lambda: planner.solve(card, variant=variant, isolate_stages=ok_req), repeat)
+            feas.extend(ts)
+            print(f"{card:16} {variant:10} ok   --isolate-stage {ok_req[0]:18} {fmt(ts)}")
+        if bad_req:
+            ts = timed(lambda: planner.solve(card, variant=variant, isolate_stages=bad_req), repeat)
+            infeas.extend(ts)
+            print(f"{card:16} {variant:10} fail --isolate-stage {bad_req[0]:18} {fmt(ts)}")
+    print(f"all feasible requests:   {fmt(feas)}")
+    print(f"all infeasible requests: {fmt(infeas)}  (with minimal cores and hints)")
+
+    print("\n## CLI cold start: planner solve qwen3-tts --isolate-stage vocoder")
+    cmd = [sys.executable, "-m", "planner", "solve", "qwen3-tts", "--isolate-stage", "vocoder",
+           "--format", "json"]
+    ts = timed(lambda: subprocess.run(cmd, capture_output=True, check=True), 3 if args.quick else 10)
+    print(f"cold command: {fmt(ts, 1, 's')}")
+
+    print("\n## synthetic pipelines")
+    sizes = [(10, 2, 4), (100, 4, 10)] if args.quick else [(10, 2, 4), (100, 4, 10), (1000, 16, 50)]
+    for n, g, k in sizes:
+        cfg, iso, asg = synthetic(n, g, k)
+        r = planner.solve(config=cfg, isolate_stages=iso, stage_processes=asg)
+        ts = timed(lambda: planner.solve(config=cfg, isolate_stages=iso, stage_processes=asg),
+                   2 if args.quick else 5)
+        print(f"{n:5} stages, {g:2} GPUs, {k:2} requests: {r.status:10} {fmt(ts, 1, 's')}")
+        bad_cfg = {**cfg, "process_safe_edges": cfg["process_safe_edges"][::2]}
+        r = planner.solve(config=bad_cfg, isolate_stages=iso, stage_processes=asg)
+        ts = timed(lambda: planner.solve(config=bad_cfg, isolate_stages=iso, stage_processes=asg),
+                   2 if args.quick else 5)
+        print(f"{n:5} stages, {g:2} GPUs, {k:2} requests, half the edges unsafe: {r.status:10} "
+              f"{len(r.diagnostics):3} diagnostics {fmt(ts, 1, 's')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""`planner` as a user runs it: a subprocess, exit codes, JSON shape, readable tables and errors."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ENV = {**os.environ, "COLUMNS": "120", "NO_COLOR": "1"}
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True,
+                          env=ENV, cwd=cwd, timeout=60)
+
+
+def test_models_lists_the_ten_cards_and_variants():
+    out = run("models", "--format", "json")
+    assert out.returncode == 0
+    cards = {c["name"]: c["variants"] for c in json.loads(out.stdout)}
+    assert len(cards) == 10
+    assert cards["moss-tts-local"] == ["default", "colocated", "split"]
+    assert cards["ming-omni-tts"] == ["default", "tp2"] and cards["zonos2"] == ["default", "multi-gpu"]
+    table = run("models").stdout
+    assert "qwen3-tts" in table and "Qwen/Qwen3-TTS-12Hz-0.6B-Base" in table
+
+
+def test_show_higgs_json():
+    out = run("show", "bosonai/higgs-tts-3-4b", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [(g["name"], g["stages"]) for g in data["groups"]] == [
+        ("tts_frontend", ["preprocessing", "audio_encoder"]), ("pipeline", ["tts_engine"]),
+        ("vocoder", ["vocoder"])]
+    assert data["gpus"] == [{"id": 0, "total": 0.98, "limit": 1.0,
+                             "processes": ["tts_frontend", "pipeline", "vocoder"],
+                             "missing_fraction": []}]
+    assert all(h["safe"] for h in data["handoffs"])
+
+
+def test_show_table_names_unsafe_reasons():
+    out = run("show", "qwen3-tts")
+    assert out.returncode == 0
+    assert "unsupported: prepared requests live in _PREPROCESSING_CONTEXT" in out.stdout
+    assert "0.980" in run("show", "--model-path", "higgs-tts").stdout
+
+
+def test_solve_ok_json_shape():
+    out = run("solve", "--model-path", "Qwen/Qwen3-TTS-12Hz-0.6B-Base", "--isolate-stage", "vocoder",
+              "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert set(data) >= {"model", "variant", "status", "changed", "groups", "tp_processes", "stages",
+                         "gpus", "warnings", "diagnostics"}
+    assert data["status"] == "ok" and data["changed"] is True
+    assert data["groups"][1] == {"name": "vocoder", "stages": ["vocoder"], "gpu": 0, "changed": True}
+    voc = next(s for s in data["stages"] if s["name"] == "vocoder")
+    assert voc["fraction"] == 0.1 and voc["fraction_source"] == "recommended"
+    assert data["gpus"][0]["total"] == 0.95 and data["gpus"][0]["processes"] == ["pipeline", "vocoder"]
+
+
+def test_solve_infeasible_exit_1_with_because_and_hint():
+    out = run("solve", "qwen3-tts", "--isolate-stage", "preprocessing")
+    assert out.returncode == 1
+    assert "error[unsupported-handoff] preprocessing -> tts_engine" in out.stdout
+    assert "Because `--isolate-stage preprocessing`" in out.stdout
+    assert "hint:" in out.stdout
+    data = json.loads(run("solve", "qwen3-tts", "--isolate-stage", "preprocessing", "--format",
+                          "json").stdout)
+    d = data["diagnostics"][0]
+    assert d["code"] == "unsupported-handoff" and d["edge"] == ["preprocessing", "tts_engine"]
+    assert d["gpu"] is None and d["because"] and d["hint"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["solve", "qwen3-tts", "--stage-process", "vocoder"], "invalid-assignment"),
+    (["solve", "qwen3-tts", "--isolate-stage", "vocodr"], "unknown-stage"),
+    (["solve", "qwen3-tts", "--isolate-stage", "vocoder", "--stage-process", "vocoder=x"],
+     "duplicate-assignment"),
+    (["solve", "nope"], "no built-in model card matches 'nope'"),
+    (["solve", "qwen3-tts", "--variant", "tp9"], "has no variant 'tp9'"),
+    (["show", "nope"], "no built-in model card matches 'nope'"),
+])
+def test_bad_input_exit_2_without_traceback(args, needle):
+    out = run(*args)
+    assert out.returncode == 2
+    assert needle in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_bad_yaml_exit_2_names_file_and_line(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("model: qwen3-tts\nstages: [\n")
+    for cmd in ("show", "solve"):
+        out = run(cmd, "--config", str(cfg))
+        assert out.returncode == 2
+        text = out.stdout + out.stderr
+        assert "bad.yaml" in text and "line" in text and "Traceback" not in text
+
+
+def test_yaml_overlay_persists_isolation(tmp_path):
+    cfg = tmp_path / "iso.yaml"
+    cfg.write_text(textwrap.dedent("""
+        model: qwen3-tts
+        stages:
+          - name: vocoder
+            process: vocoder
+            runtime: {resources: {total_gpu_memory_fraction: 0.10}}
+          - name: tts_engine
+            runtime: {resources: {total_gpu_memory_fraction: 0.85}}
+    """))
+    data = json.loads(run("solve", "--config", str(cfg), "--format", "json").stdout)
+    assert data["status"] == "ok" and data["changed"] is False
+    assert [g["name"] for g in data["groups"]] == ["pipeline", "vocoder"]
+
+
+def test_dot_clusters_by_process():
+    out = run("solve", "higgs-tts", "--isolate-stage", "audio_encoder", "--format", "dot")
+    assert out.returncode == 0
+    assert out.stdout.startswith('digraph "higgs-tts"')
+    assert out.stdout.count("subgraph cluster_") == 4
+
+
+def test_help_is_useful_on_every_command():
+    for cmd in ("models", "show", "solve", "serve"):
+        out = run(cmd, "--help")
+        assert out.returncode == 0 and "usage: planner" in out.stdout
+    assert "--isolate-stage" in run("solve", "--help").stdout
+
+
+def test_solve_path_never_imports_torch():
+    code = ("import sys, planner.cli; planner.cli.main(['solve', 'qwen3-tts', '--format', 'json']);"
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
+    assert out.returncode == 0, out.stderr
