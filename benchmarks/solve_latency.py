@@ -106,13 +106,13 @@ def main() -> None:
         r = planner.solve(config=cfg, isolate_stages=iso, stage_processes=asg)
         ts = timed(lambda: planner.solve(config=cfg, isolate_stages=iso, stage_processes=asg),
                    2 if args.quick else 5)
-        print(f"{n:5} stages, {g:2} GPUs, {k:2} requests: {r.status:10} {fmt(ts, 1, 's')}")
+        print(f"{n:5} stages, {g:2} GPUs, {k:2} requests: {r.status:10} {fmt(ts)}")
         bad_cfg = {**cfg, "process_safe_edges": cfg["process_safe_edges"][::2]}
         r = planner.solve(config=bad_cfg, isolate_stages=iso, stage_processes=asg)
         ts = timed(lambda: planner.solve(config=bad_cfg, isolate_stages=iso, stage_processes=asg),
                    2 if args.quick else 5)
         print(f"{n:5} stages, {g:2} GPUs, {k:2} requests, half the edges unsafe: {r.status:10} "
-              f"{len(r.diagnostics):3} diagnostics {fmt(ts, 1, 's')}")
+              f"{len(r.diagnostics):3} diagnostics {fmt(ts)}")
 
 
 if __name__ == "__main__":
