@@ -148,3 +148,21 @@ def test_cuda_request_without_cuda_is_refused_and_auto_says_cpu():
         launch(plans.qwen3(), device="cuda")
     with launch(plans.qwen3(), factory_defaults=TINY) as d:
         assert d.device == "cpu" and "running every stage on CPU" in d.note
+
+
+def test_a_killed_tensor_parallel_rank_restarts_all_ranks_of_its_stage():
+    if DEVICE == "cuda" and torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    with launch(plans.higgs(tp=2), device=DEVICE, factory_defaults=TINY) as d:
+        expected = d.synthesize(TEXT, timeout=30)
+        before = d.worker_pids()
+        os.kill(before["pipeline_tp1"], signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while d.worker_pids().get("pipeline_tp0") == before["pipeline_tp0"] or \
+                d.health()["status"] != "ok":
+            assert time.monotonic() < deadline, d.health()
+            time.sleep(0.05)
+        after = d.worker_pids()
+        assert after["tts_frontend"] == before["tts_frontend"]
+        assert not pid_alive(before["pipeline_tp0"])
+        assert torch.equal(d.synthesize(TEXT, timeout=30).samples, expected.samples)

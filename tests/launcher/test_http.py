@@ -179,3 +179,20 @@ def test_serve_reports_a_build_failure_and_exits_non_zero():
     assert proc.returncode == 3
     assert "could not start" in proc.stderr and "stage 'vocoder'" in proc.stderr
     assert "ready" not in proc.stdout
+
+
+def test_workers_exit_when_the_server_process_is_killed():
+    proc, url = _start_server("vocoder")
+    try:
+        workers = [p["pid"] for p in httpx.get(f"{url}/health").json()["processes"]]
+        assert all(pid_alive(p) for p in workers)
+        proc.kill()
+        proc.wait(10)
+        deadline = time.monotonic() + 3
+        while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(pid_alive(p) for p in workers)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
