@@ -305,6 +305,9 @@ class Worker:
             else:
                 self._emit_stream(spec, request_id, data, out, last)
         except Exception as exc:  # noqa: BLE001 - a stage error fails its request, not the process
+            self._chunk_counters.pop((spec.name, request_id), None)
+            for key in [k for k in self._held if k[0] == spec.name and k[2] == request_id]:
+                del self._held[key]
             self._fail(spec.name, request_id, f"{type(exc).__name__}: {exc}")
             return
         finally:
