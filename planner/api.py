@@ -14,7 +14,7 @@ from planner.pipeline import Pipeline
 from planner.plan import Diagnostic, Result
 from planner.problem import Problem
 from planner.requests import parse_requests
-from planner.solver import PlacementModel, check_domains, nearest_placement
+from planner.solver import NearestPlacement, PlacementModel, check_domains
 from planner.topology import declared_baseline
 
 
@@ -45,7 +45,7 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
     model = PlacementModel(problem, check_domains(problem))
     assignment, cores, truncated = model.solve_all()
 
-    explainer = Explainer(problem, lambda: nearest_placement(problem))
+    explainer = Explainer(problem, NearestPlacement(problem))
     placement = [explainer.explain(core) for core in cores]
     diagnostics = tuple(sorted(parsed.diagnostics, key=Diagnostic.sort_key)) + tuple(
         sorted(placement, key=Diagnostic.sort_key))

@@ -51,16 +51,13 @@ def _yaml_fractions(values: dict[str, float]) -> tuple[str, dict]:
 
 
 class Explainer:
-    def __init__(self, problem: Problem, nearest: Callable[[], Assignment | None]):
+    def __init__(self, problem: Problem, nearest: Callable[..., Assignment | None]):
         self.p = problem
         self._nearest = nearest
-        self._cached: list[Assignment | None] = []
 
     @property
     def nearest(self) -> Assignment | None:
-        if not self._cached:
-            self._cached.append(self._nearest())
-        return self._cached[0]
+        return self._nearest()
 
     def requested_topology(self) -> dict[str, str]:
         return dict(self.p.target)
@@ -89,6 +86,16 @@ class Explainer:
         because = self._because_requests(core)
         because.append(f"{pl.name} needs {u} -> {v} inside one process: {reason}")
         hint, fix = _placement_hint(self.p, self.nearest, f"keep {u} and {v} in one process")
+        # When the nearest fix undoes a move, also show how to make that move with its partner.
+        moved = frozenset(r.stage for r in core if r.kind == "request")
+        nearest = self.nearest
+        if moved and nearest is not None and any(
+                nearest.process[s] != self.p.target[s] for s in moved):
+            along = self._nearest(moved)
+            if along is not None:
+                names = ", ".join(sorted(moved))
+                hint += (f"; or, to keep {names} where you asked, move the partner along: "
+                         f"{_q(placement_flags(self.p, along))}")
         return Diagnostic(
             code="unsupported-handoff",
             message=f"the request splits {u} -> {v}, which {pl.name} does not support across "

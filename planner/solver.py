@@ -313,22 +313,25 @@ class PlacementModel:
         return Assignment(process=process, fraction_units=fractions, alone_kept=alone)
 
     # -- hints ----------------------------------------------------------------------------------
-    def nearest(self) -> Assignment | None:
+    def nearest(self, keep: frozenset[str] = frozenset()) -> Assignment | None:
         """The feasible placement closest to the request under the placement rules (fractions are
         fixed by YAML instead): fewest stages away from where they were asked to run, then fewest
-        dropped isolations."""
+        dropped isolations. Stages in `keep` must stay exactly where they were asked to run."""
         m, p = self.model, self.problem
+        if not getattr(self, "_objective_set", False):
+            cost = []
+            for lit, rule in zip(self.lits, self.rules):
+                if rule.kind in PLACEMENT_HARD:
+                    m.add_bool_or([lit])
+                elif rule.kind == "alone":
+                    cost.append(1 - lit)
+            for s, target in p.target.items():
+                xt = self.x.get((s, target))
+                cost.append(2 * (1 - xt) if xt is not None else 2)
+            m.minimize(sum(cost))
+            self._objective_set = True
         m.clear_assumptions()
-        cost = []
-        for lit, rule in zip(self.lits, self.rules):
-            if rule.kind in PLACEMENT_HARD:
-                m.add_bool_or([lit])
-            elif rule.kind == "alone":
-                cost.append(1 - lit)
-        for s, target in p.target.items():
-            xt = self.x.get((s, target))
-            cost.append(2 * (1 - xt) if xt is not None else 2)
-        m.minimize(sum(cost))
+        m.add_assumptions([self.x[s, p.target[s]] for s in sorted(keep)])
         solver = self._solver()
         status = solver.solve(m)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -336,5 +339,17 @@ class PlacementModel:
         return self._assignment(solver)
 
 
-def nearest_placement(problem: Problem) -> Assignment | None:
-    return PlacementModel(problem, hint_domains(problem)).nearest()
+class NearestPlacement:
+    """Hint search over one wider-domain model, built on first use and reused per question."""
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        self._model: PlacementModel | None = None
+        self._cache: dict[frozenset[str], Assignment | None] = {}
+
+    def __call__(self, keep: frozenset[str] = frozenset()) -> Assignment | None:
+        if keep not in self._cache:
+            if self._model is None:
+                self._model = PlacementModel(self.problem, hint_domains(self.problem))
+            self._cache[keep] = self._model.nearest(keep)
+        return self._cache[keep]
