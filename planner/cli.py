@@ -99,7 +99,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
 
+    _add_bench_parser(sub)
     return parser
+
+
+def _add_bench_parser(sub) -> None:
+    p = sub.add_parser(
+        "bench", help="compare placements of one model under the same HTTP load",
+        description="Serve each placement in turn, drive the same closed-loop HTTP load against "
+                    "it at each concurrency level, and compare throughput, latency, processes "
+                    "and memory, with ratios against the declared topology measured in the same "
+                    "run. Without --placement: the declared topology and each single feasible "
+                    "isolation. Writes results.json, results.md and PNG charts to --output.")
+    p.add_argument("--model-path", "-m", metavar="MODEL",
+                   help="card name, model path (e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or architecture")
+    p.add_argument("--config", "-c", metavar="FILE",
+                   help="YAML config: an overlay on a card (`model:`) or a complete pipeline")
+    p.add_argument("--variant", metavar="V", help="card variant (default: the card's default)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--placement", action="append", default=[], metavar="NAME='FLAGS'",
+                       help="a placement to compare, e.g. split='--isolate-stage vocoder' "
+                            "(repeatable; the declared topology is always measured too)")
+    which.add_argument("--all-feasible", action="store_true",
+                       help="compare every feasible partition of the stages into processes")
+    p.add_argument("--max", type=int, metavar="N",
+                   help="with --all-feasible: at most N placements, the declared one included")
+    amount = p.add_mutually_exclusive_group()
+    amount.add_argument("--requests", type=int, metavar="N",
+                        help="measured requests per placement and concurrency (default 48)")
+    amount.add_argument("--duration", type=float, metavar="S",
+                        help="measure for S seconds per placement and concurrency instead")
+    p.add_argument("--concurrency", type=int, action="append", metavar="C",
+                   help="concurrent closed-loop clients (repeatable; default 1)")
+    p.add_argument("--warmup", type=int, default=4, metavar="W",
+                   help="unmeasured requests after startup (default 4)")
+    p.add_argument("--input-chars", type=int, default=100, metavar="K",
+                   help="characters per request text (default 100)")
+    p.add_argument("--stream", action="store_true",
+                   help="stream the audio and measure time to the first chunk")
+    p.add_argument("--output", "-o", metavar="DIR",
+                   help="where results go (default: bench-results/MODEL)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the request texts: the same seed sends the same texts")
+    p.add_argument("--stand-in-size", choices=("tiny", "small", "base"),
+                   help="size offered to the built-in stand-in stages (default: theirs, base); "
+                        "factories that take no `size` ignore it")
 
 
 def _model_of(args: argparse.Namespace) -> str | None:
@@ -173,7 +218,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(result.plan, result.to_dict(), host=args.host, port=args.port, device=args.device)
 
 
-COMMANDS = {"models": cmd_models, "show": cmd_show, "solve": cmd_solve, "serve": cmd_serve}
+def cmd_bench(args: argparse.Namespace) -> int:
+    try:
+        from launcher.bench.command import BenchError, run_bench
+    except ImportError as exc:
+        return _err(f"`planner bench` needs the bench extra ({exc.name} is missing); install it "
+                    "with `pip install 'stage-planner[bench]'`.")
+    try:
+        return run_bench(args, _console(), _console(stderr=True))
+    except BenchError as exc:
+        _err(str(exc))
+        return exc.exit_code
+
+
+COMMANDS = {"models": cmd_models, "show": cmd_show, "solve": cmd_solve, "serve": cmd_serve,
+            "bench": cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

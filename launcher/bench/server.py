@@ -16,7 +16,6 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import httpx
 
@@ -123,10 +122,10 @@ def _main(raw: str) -> int:
     from launcher.serve import serve
     from planner.requests import options_from_flags
 
-    spec = ServerSpec(**{**json.loads(raw), "flags": tuple(json.loads(raw)["flags"])})
+    fields = json.loads(raw)
+    spec = ServerSpec(**{**fields, "flags": tuple(fields["flags"])})
     isolate, assign = options_from_flags(spec.flags)
-    config = str(Path(spec.config)) if spec.config else None
-    result = planner.solve(model_path=spec.model_path, config=config, variant=spec.variant,
+    result = planner.solve(model_path=spec.model_path, config=spec.config, variant=spec.variant,
                            isolate_stages=isolate, stage_processes=assign)
     if not result.ok:
         first = result.diagnostics[0].message if result.diagnostics else result.status
@@ -138,6 +137,4 @@ def _main(raw: str) -> int:
 
 
 if __name__ == "__main__":
-    # The bench stops this process with SIGTERM; serve() drains and closes the workers on it.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(_main(sys.argv[1]))

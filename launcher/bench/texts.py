@@ -22,9 +22,10 @@ def request_text(seed: int, index: int, chars: int) -> str:
     length = -1  # no space before the first word
     while True:
         word = rng.choice(_NUMBERS) if rng.random() < 0.06 else rng.choice(_WORDS)
-        if words and length + 1 + len(word) + 1 > chars:  # +1 for the full stop
+        comma = bool(words) and rng.random() < 0.08
+        if words and length + comma + 1 + len(word) + 1 > chars:  # +1 for the full stop
             break
-        if words and rng.random() < 0.08:
+        if comma:
             words[-1] += ","
             length += 1
         words.append(word)
@@ -35,3 +36,8 @@ def request_text(seed: int, index: int, chars: int) -> str:
 
 def request_texts(seed: int, count: int, chars: int) -> tuple[str, ...]:
     return tuple(request_text(seed, i, chars) for i in range(count))
+
+
+def warmup_texts(seed: int, count: int, chars: int) -> tuple[str, ...]:
+    """Texts the measured requests never use, so warm-up cannot pre-fill any cache for them."""
+    return tuple(request_text(seed, -1 - i, chars) for i in range(count))

@@ -1,0 +1,80 @@
+"""Where and how a bench ran: machine, versions, date and command line, for results.json."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata as md
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("stage-planner", "torch", "starlette", "uvicorn", "httpx", "ortools", "rich",
+            "matplotlib")
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _memory_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _gpus() -> list[str]:
+    """GPU names from nvidia-smi, without importing torch into the client."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()] if out.returncode == 0 else []
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5, cwd=Path(__file__).resolve().parents[2])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _version(package: str) -> str | None:
+    try:
+        return md.version(package)
+    except md.PackageNotFoundError:
+        return None
+
+
+def environment(argv: Sequence[str]) -> dict[str, Any]:
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
+        "command": shlex.join(["planner", *argv]),
+        "machine": {
+            "hostname": platform.node(),
+            "platform": platform.platform(),
+            "cpu": _cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "memory_bytes": _memory_bytes(),
+            "gpus": _gpus(),
+        },
+        "versions": {"python": sys.version.split()[0], "git_commit": _git_commit(),
+                     **{p: _version(p) for p in PACKAGES}},
+    }

@@ -1,0 +1,100 @@
+"""The order of runs: for each concurrency level, every placement back to back, each in a fresh
+server, so a placement never inherits another's warm caches or memory high-water marks."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import httpx
+
+from .loadgen import Load, Sample, run_load
+from .measure import (
+    GpuSampler, ideal_throughput, process_peaks, settled_metrics, stage_profile,
+)
+from .placements import Placement
+from .results import Run
+from .server import Server, ServerSpec
+from .texts import request_texts, warmup_texts
+
+DURATION_TEXT_POOL = 512  # distinct texts cycled through by --duration runs
+
+
+@dataclass(frozen=True)
+class Settings:
+    model_path: str | None
+    config: str | None
+    variant: str | None
+    device: str
+    stand_in_size: str | None
+    concurrency: tuple[int, ...]
+    requests: int | None  # per placement and concurrency; None with duration_s
+    duration_s: float | None
+    warmup: int
+    input_chars: int
+    stream: bool
+    seed: int
+
+    def server_spec(self, placement: Placement) -> ServerSpec:
+        return ServerSpec(model_path=self.model_path, config=self.config, variant=self.variant,
+                          flags=placement.flags, device=self.device,
+                          stand_in_size=self.stand_in_size)
+
+
+class Progress(Protocol):
+    def begin(self, label: str, total: int | None) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def done(self, sample: Sample) -> None: ...
+    def end(self, summary: str) -> None: ...
+
+
+def run_one(settings: Settings, placement: Placement, concurrency: int,
+            texts: tuple[str, ...], warm: tuple[str, ...], progress: Progress) -> Run:
+    with Server(settings.server_spec(placement)) as server:
+        progress.phase("starting")
+        started = server.start()
+        url = started.url
+        device = httpx.get(f"{url}/health", timeout=10).json()["device"]
+        if warm:
+            progress.phase("warming up")
+            run_load(url, Load(concurrency, warm, len(warm), None, settings.stream))
+        before = settled_metrics(url)
+        progress.phase(f"load ({'streaming' if settings.stream else 'whole responses'})")
+        sampler = GpuSampler(url) if device == "cuda" else None
+        with sampler or contextlib.nullcontext():
+            load = run_load(url, Load(concurrency, texts, settings.requests, settings.duration_s,
+                                      settings.stream), progress.done)
+        progress.phase("collecting metrics")
+        after = settled_metrics(url)
+        health = httpx.get(f"{url}/health", timeout=10).json()
+        peaks = process_peaks(health, started.pid, sampler.peaks if sampler else {})
+        progress.phase("stopping")
+    where = {s: name for name, stages in placement.groups for s in stages}
+    where.update({s: ranks[0] for s, ranks in placement.tp_stages})
+    profile = stage_profile(before, after, where)
+    ideal = ideal_throughput({s.stage: s.per_request_s for s in profile}, placement.resources())
+    return Run(placement=placement, concurrency=concurrency, device=device,
+               startup_s=started.startup_s, processes=peaks, profile=profile, ideal_rps=ideal,
+               load=load)
+
+
+def run_all(settings: Settings, placements: Sequence[Placement], progress: Progress
+            ) -> tuple[Run, ...]:
+    count = settings.requests or DURATION_TEXT_POOL
+    texts = request_texts(settings.seed, count, settings.input_chars)
+    warm = warmup_texts(settings.seed, settings.warmup, settings.input_chars)
+    runs = []
+    for concurrency in settings.concurrency:
+        for placement in placements:
+            progress.begin(f"{placement.name} · C={concurrency}", settings.requests)
+            run = run_one(settings, placement, concurrency, texts, warm, progress)
+            runs.append(run)
+            progress.end(f"{run.load.throughput_rps:.2f} req/s, "
+                         f"p99 {_ms(run.p99_s)}, {run.load.errors} errors")
+    return tuple(runs)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
