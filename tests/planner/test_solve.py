@@ -302,3 +302,42 @@ def test_solver_agrees_with_the_oracle_and_hints_fix(card, variant, isolate, ass
                               isolate_stages=flags_i, stage_processes=flags_a)
         assert (d.code, d.subject) not in {(x.code, x.subject) for x in again.diagnostics}, \
             (d, again.diagnostics)
+
+
+def test_generated_fused_name_avoids_taken_names():
+    cfg = {"name": "x", "stages": [
+        {"name": "a", "process": "p", "next": "b"},
+        {"name": "b", "process": "q", "next": "c"},
+        {"name": "c", "process": "fused_a_b"}],
+        "process_safe_edges": [["a", "b"], ["b", "c"]], "fused_stages": [["a", "b"]]}
+    r = planner.solve(config=cfg)
+    assert r.ok and groups(r) == [("fused_a_b_2", ["a", "b"]), ("fused_a_b", ["c"])]
+
+
+def test_fused_members_declaring_one_name_keep_it():
+    cfg = {"model": "qwen3-tts", "fused_stages": [["tts_engine", "vocoder"]]}
+    r = planner.solve(config=cfg)
+    assert r.ok and groups(r) == [("pipeline", ["preprocessing", "tts_engine", "vocoder"])]
+
+
+def test_two_tp_stages_with_the_same_rank_names():
+    cfg = {"name": "x", "stages": [
+        {"name": "a", "process": "eng", "gpu": [0, 1], "tp_size": 2, "next": "b",
+         "runtime": {"resources": {"total_gpu_memory_fraction": 0.4}}},
+        {"name": "b", "process": "eng", "gpu": [0, 1], "tp_size": 2,
+         "runtime": {"resources": {"total_gpu_memory_fraction": 0.4}}}]}
+    r = planner.solve(config=cfg)
+    assert codes(r) == ["process-name-conflict", "process-name-conflict"]
+    fixed = planner.solve(config={**cfg, "stages": [cfg["stages"][0], {**cfg["stages"][1],
+                                                                        "process": "b"}]})
+    assert fixed.ok and fixed.to_dict()["tp_processes"] == {"a": ["eng_tp0", "eng_tp1"],
+                                                             "b": ["b_tp0", "b_tp1"]}
+
+
+def test_tp_ranks_count_as_processes_sharing_a_gpu():
+    # Ming tp2 without fractions: GPU 1 holds only rank 1, GPU 0 holds rank 0 and ming_tts_aux.
+    cfg = {"model": "ming-omni-tts", "variant": "tp2", "stages": [
+        {"name": "reference_encode", "runtime": {"resources": {"total_gpu_memory_fraction": None}}}]}
+    r = planner.solve(config=cfg)
+    assert codes(r) == ["missing-fraction"] and r.diagnostics[0].gpu == 0
+    assert r.diagnostics[0].stages == ("reference_encode",)
