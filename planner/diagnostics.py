@@ -75,7 +75,7 @@ class Explainer:
         return out
 
     def explain(self, core: list[Rule]) -> Diagnostic:
-        main = min((r for r in core if r.kind != "request"), key=Rule.rank)
+        main = next(r for r in core if r.kind != "request")
         return getattr(self, "_" + main.kind.replace("-", "_"))(main, core)
 
     # -- one method per rule kind ---------------------------------------------------------------

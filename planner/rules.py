@@ -23,8 +23,7 @@ RULES: dict[str, tuple[str, str]] = {
                                       "fraction"),
 }
 
-# When a minimal core holds several rules, the one reported (and relaxed to look for further
-# conflicts) is the first in this order: the conventions' order of diagnostics.
+# The conventions' order of diagnostics, by rule kind: broken rules are explained in this order.
 PRIORITY = ("unsafe", "no-conflict", "limit", "one-gpu", "name", "tp-names", "fractions", "alone",
             "fused")
 

@@ -258,43 +258,57 @@ class PlacementModel:
         return ok
 
     def solve_all(self) -> tuple[Assignment | None, list[list[Rule]], bool]:
-        """Solve with every rule; on conflict return each independent minimal core.
+        """Solve with every rule; on conflict return one minimal core per broken rule.
 
+        Requests fix the topology, so a rule is either kept or broken by the request as a whole.
+        One optimisation finds every broken rule; each is then explained by a minimal core: the
+        rule plus the fewest requests that break it (no request: the declared config breaks it).
         Returns (assignment or None, cores, truncated).
         """
         solver = self._solver()
-        active = list(range(len(self.rules)))
-        if self.feasible(active, solver):
+        requests = [i for i, r in enumerate(self.rules) if r.kind == "request"]
+        rules = [i for i, r in enumerate(self.rules) if r.kind != "request"]
+        if self.feasible(requests + rules, solver):
             return self._assignment(solver), [], False
-        cores: list[list[Rule]] = []
-        while len(cores) < MAX_CORES:
-            core = self._minimal_core(active, solver)
-            cores.append([self.rules[i] for i in core])
-            # Relax the rule this core is reported under, then look for the next conflict.
-            relax = min((i for i in core if self.rules[i].kind != "request"),
-                        key=lambda i: self.rules[i].rank(), default=core[-1])
-            active.remove(relax)
-            if self.feasible(active, solver):
-                return None, cores, False
-        return None, cores, True
+        broken = sorted(self._broken(requests, rules, solver),
+                        key=lambda i: (self.rules[i].rank(), i))
+        cores = []
+        for i in broken[:MAX_CORES]:
+            if self.feasible(requests + [i], solver):
+                raise AssertionError(f"rule {self.rules[i]} is not broken by the requests")
+            cores.append([self.rules[j] for j in self._minimal_core(requests + [i], i, solver)])
+        return None, cores, len(broken) > MAX_CORES
 
-    def _minimal_core(self, active: list[int], solver: cp_model.CpSolver) -> list[int]:
-        """Called right after `feasible(active)` returned False."""
-        core = sorted(set(self._last_core) & set(active))
-        # The solver's core is sufficient at best; re-verify, and fall back to all active rules.
-        if not core or self.feasible(core, solver):
+    def _broken(self, requests: list[int], rules: list[int], solver: cp_model.CpSolver) -> list[int]:
+        """The rules the requested topology breaks: keep as many rule literals true as possible."""
+        m = self.model
+        m.clear_assumptions()
+        m.add_assumptions([self.lits[i] for i in requests])
+        m.maximize(sum(self.lits[i] for i in rules))
+        try:
+            status = solver.solve(m)
+        finally:
+            m.clear_objective()
+        if status != cp_model.OPTIMAL:
+            raise RuntimeError(f"CP-SAT could not evaluate the requested topology ({status})")
+        return [i for i in rules if not solver.boolean_value(self.lits[i])]
+
+    def _minimal_core(self, active: list[int], rule: int, solver: cp_model.CpSolver) -> list[int]:
+        """Called right after `feasible(active)` returned False; `rule` is always in the core.
+
+        The solver's core is sufficient at best (and not always right): it is re-verified, then
+        shrunk by deletion until dropping any request makes the rule hold again."""
+        core = sorted((set(self._last_core) & set(active)) | {rule})
+        if self.feasible(core, solver):
             core = list(active)
-        # Deletion: drop every member whose absence keeps the core infeasible. Rules are tried
-        # before requests, so a core keeps naming the requests that caused it.
-        for i in sorted(core, key=lambda i: (self.rules[i].kind == "request", i)):
+        for i in [j for j in core if j != rule]:
             if i not in core:
                 continue
             trial = [j for j in core if j != i]
-            if trial and not self.feasible(trial, solver):
-                # The solver's core of the smaller set may drop further members at once.
-                smaller = set(self._last_core) & set(trial)
-                core = sorted(smaller) if smaller and not self.feasible(sorted(smaller), solver) \
-                    else trial
+            if not self.feasible(trial, solver):
+                smaller = (set(self._last_core) & set(trial)) | {rule}
+                core = sorted(smaller) if smaller != set(trial) and not self.feasible(
+                    sorted(smaller), solver) else trial
         return core
 
     def _assignment(self, solver: cp_model.CpSolver) -> Assignment:

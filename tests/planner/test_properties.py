@@ -9,6 +9,7 @@ import planner
 from planner.cards import load_pipeline
 from planner.errors import ConfigError
 from planner.problem import Problem
+from planner.requests import options_from_flags
 from planner.requests import parse_requests
 from planner.solver import PlacementModel, check_domains
 from planner.topology import declared_baseline
@@ -124,3 +125,35 @@ def test_cores_are_minimal(data):
         assert not model.feasible(ids)
         for drop in ids:
             assert model.feasible([i for i in ids if i != drop]), (core, model.rules[drop])
+
+
+def _overlay(cfg, extra):
+    """A complete config with a hint's YAML overlay applied (stage entries merged by name)."""
+    out = {**cfg, "stages": [dict(s) for s in cfg["stages"]]}
+    for entry in (extra or {}).get("stages", []):
+        stage = next(s for s in out["stages"] if s["name"] == entry["name"])
+        for k, v in entry.items():
+            stage[k] = v
+    return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_applying_a_hint_removes_its_diagnostic(data):
+    cfg = data.draw(pipelines())
+    try:
+        pl = load_pipeline(config=cfg)
+    except ConfigError:
+        return
+    isolate, assign = data.draw(requests(list(pl.stage_names)))
+    r = planner.solve(config=cfg, isolate_stages=isolate, stage_processes=assign)
+    if r.status != "infeasible":
+        return
+    for d in r.diagnostics:
+        if d.fix is None:
+            continue
+        i, a = options_from_flags(d.fix.flags) if d.fix.flags is not None else (isolate, assign)
+        again = planner.solve(config=_overlay(cfg, d.fix.config), isolate_stages=i,
+                              stage_processes=a)
+        assert (d.code, d.subject) not in {(x.code, x.subject) for x in again.diagnostics}, (
+            d, again.diagnostics)
