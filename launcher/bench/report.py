@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from rich import box
 from rich.console import Console
 from rich.progress import (
     BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
@@ -96,9 +97,9 @@ COLUMNS = (
     Column("RSS MiB", lambda b, r: total_rss(r) / MIB if total_rss(r) else None,
            ".0f", "min"),
     Column("ideal", lambda b, r: r.ideal_rps, ".2f"),
-    Column("ach/ideal", lambda b, r: r.achieved_over_ideal, ".2f", "max"),
-    Column("×req/s", _vs("throughput"), ".2f", "max"),
-    Column("×p99", _vs("p99"), ".2f", "min"),
+    Column("ach/ ideal", lambda b, r: r.achieved_over_ideal, ".2f", "max"),
+    Column("× req/s", _vs("throughput"), ".2f", "max"),
+    Column("× p99", _vs("p99"), ".2f", "min"),
 )
 
 
@@ -154,17 +155,41 @@ def legend(bench: Bench) -> str:
             f"{load['input_chars']} characters per request; seed {load['seed']}. "
             f"Latencies in ms (TTFC: time to first audio chunk); RSS: peak resident memory of "
             f"all processes, supervisor included. {PARETO_MARK} = on the Pareto front (req/s, "
-            "p99, processes) at that C; best value per column and C in bold. ×req/s, ×p99: "
+            "p99, processes) at that C; best value per column and C in bold. × req/s, × p99: "
             "ratio to the declared topology at the same C, measured in this run. ideal: req/s "
             "bound from the stage profile (1 / busiest process's stage time per request); "
             "ach/ideal: achieved req/s over it.")
 
 
+def _two_lines(header: str) -> str:
+    head, sep, tail = header.rpartition(" ")
+    return f"{head}\n{tail}" if sep else header
+
+
+def observations(bench: Bench) -> list[str]:
+    """Things in the numbers a reader should not have to spot alone."""
+    over = [r for r in bench.runs if (r.achieved_over_ideal or 0) > 1.05]
+    out = []
+    if over:
+        names = ", ".join(f"{r.placement.name} at C={r.concurrency}" for r in over)
+        out.append(f"achieved exceeds the ideal bound for {names}: the launcher runs each stage "
+                   "on its own thread, so stages sharing a process overlapped where torch released "
+                   "the interpreter lock; the serial-process bound understates such a process")
+    failed = [r for r in bench.runs if r.load.errors]
+    for r in failed:
+        out.append(f"{r.placement.name} at C={r.concurrency}: {r.load.errors} failed requests, "
+                   f"e.g. {r.load.error_messages(1)[0]}")
+    return out
+
+
 def render_table(console: Console, bench: Bench) -> None:
     headers, rows = _grid(bench)
-    table = Table(title=f"planner bench: {bench.settings['model']}", title_justify="left")
+    # Compact borders and two-line headers keep all columns readable in 120 characters.
+    table = Table(title=f"planner bench: {bench.settings['model']}", title_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), pad_edge=False)
     for h in headers:
-        table.add_column(h, justify="left" if h == "placement" else "right", no_wrap=True)
+        table.add_column(_two_lines(h), justify="left" if h == "placement" else "right",
+                         no_wrap=True)
     last = None
     for run, cells in rows:
         if last is not None and run.concurrency != last:
@@ -173,12 +198,13 @@ def render_table(console: Console, bench: Bench) -> None:
         table.add_row(*(f"[bold green]{t}[/]" if best else t for t, best in cells))
     console.print(table)
     console.print(legend(bench), style="dim")
-    for note in bench.notes:
+    for note in (*bench.notes, *observations(bench)):
         console.print(f"note: {note}", style="dim")
 
 
 def markdown_table(bench: Bench) -> str:
     headers, rows = _grid(bench)
+    headers = [h.replace("/ ", "/") for h in headers]
     lines = ["| " + " | ".join(headers) + " |",
              "|" + "|".join(":---" if h == "placement" else "---:" for h in headers) + "|"]
     for _, cells in rows:
@@ -206,7 +232,7 @@ def markdown(bench: Bench, charts: list[str]) -> str:
         f"{p.describe()}" + (f" — `{' '.join(p.flags)}`" if p.flags else "")
         for p in bench.placements)
     images = "\n".join(f"![{c}]({c})" for c in charts)
-    notes = "\n".join(f"- {n}" for n in bench.notes)
+    notes = "\n".join(f"- {n}" for n in (*bench.notes, *observations(bench)))
     return f"""# planner bench: {bench.settings['model']}
 
 Date: {env['date']}  
