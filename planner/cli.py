@@ -126,7 +126,7 @@ def _add_bench_parser(sub) -> None:
                    help="with --all-feasible: at most N placements, the declared one included")
     amount = p.add_mutually_exclusive_group()
     amount.add_argument("--requests", type=int, metavar="N",
-                        help="measured requests per placement and concurrency (default 48)")
+                        help="measured requests per placement and concurrency (default 96)")
     amount.add_argument("--duration", type=float, metavar="S",
                         help="measure for S seconds per placement and concurrency instead")
     p.add_argument("--concurrency", type=int, action="append", metavar="C",

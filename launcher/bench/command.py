@@ -24,7 +24,7 @@ from .server import ServerFailed
 
 EXIT_INVALID = 2
 EXIT_RUN_FAILED = 3  # a placement could not be served, as for `planner serve`
-DEFAULT_REQUESTS = 48
+DEFAULT_REQUESTS = 96
 DEFAULT_CONCURRENCY = (1,)
 MAX_INPUT_CHARS = 4096  # the speech endpoint's limit (launcher.http.MAX_INPUT_CHARS)
 STAND_IN_SIZES = ("tiny", "small", "base")

@@ -153,7 +153,8 @@ def legend(bench: Bench) -> str:
             f"ended; {amount} per placement and C after {load['warmup']} warm-up requests; "
             f"{'streaming' if load['stream'] else 'whole responses'}; about "
             f"{load['input_chars']} characters per request; seed {load['seed']}. "
-            f"Latencies in ms (TTFC: time to first audio chunk); RSS: peak resident memory of "
+            f"Latencies in ms{' (TTFC: time to first audio chunk)' if load['stream'] else ''}; "
+            f"RSS: peak resident memory of "
             f"all processes, supervisor included. {PARETO_MARK} = on the Pareto front (req/s, "
             "p99, processes) at that C; best value per column and C in bold. × req/s, × p99: "
             "ratio to the declared topology at the same C, measured in this run. ideal: req/s "
@@ -248,6 +249,7 @@ Machine: {machine['cpu']} ({machine['cpu_count']} CPUs), GPUs: {gpus}; device {b
 {markdown_table(bench)}
 
 {legend(bench)}
+
 {notes}
 
 ## Stage profile
