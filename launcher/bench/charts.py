@@ -36,16 +36,15 @@ def _bars(bench: Bench, path: Path, title: str, ylabel: str, value, ideal=None) 
             xs.append(j + (i - (len(names) - 1) / 2) * width)
             ys.append(value(run) or 0.0)
             marks.append(ideal(run) if ideal else None)
-        bars = ax.bar(xs, ys, width * 0.95, label=name)
+        ax.bar(xs, ys, width * 0.95, label=name)
         for x, y in zip(xs, ys):
             ax.annotate(f"{y:.3g}", (x, y), ha="center", va="bottom",
                         fontsize=7)
         if ideal:
             ok = [(x, m) for x, m in zip(xs, marks) if m]
-            if ok:
-                ax.scatter([x for x, _ in ok], [m for _, m in ok], marker="_", s=400,
-                           color=bars.patches[0].get_facecolor(), linewidths=2,
-                           label=f"{name}: ideal bound")
+            # Black and on top: a bound below the achieved bar must stay visible.
+            ax.scatter([x for x, _ in ok], [m for _, m in ok], marker="_", s=500, color="black",
+                       linewidths=2.5, zorder=3, label="ideal bound" if i == 0 else None)
     ax.set_xticks(range(len(cs)), [f"C={c}" for c in cs])
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
