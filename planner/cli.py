@@ -111,11 +111,7 @@ def _add_bench_parser(sub) -> None:
                     "and memory, with ratios against the declared topology measured in the same "
                     "run. Without --placement: the declared topology and each single feasible "
                     "isolation. Writes results.json, results.md and PNG charts to --output.")
-    p.add_argument("--model-path", "-m", metavar="MODEL",
-                   help="card name, model path (e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or architecture")
-    p.add_argument("--config", "-c", metavar="FILE",
-                   help="YAML config: an overlay on a card (`model:`) or a complete pipeline")
-    p.add_argument("--variant", metavar="V", help="card variant (default: the card's default)")
+    _add_model_args(p, positional=True)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--placement", action="append", default=[], metavar="NAME='FLAGS'",
                        help="a placement to compare, e.g. split='--isolate-stage vocoder' "
@@ -147,10 +143,6 @@ def _add_bench_parser(sub) -> None:
                         "factories that take no `size` ignore it")
 
 
-def _model_of(args: argparse.Namespace) -> str | None:
-    return args.model_path or getattr(args, "model", None)
-
-
 def _declared_plan(pipeline):
     baseline = declared_baseline(pipeline)
     problem = Problem(pipeline=pipeline, baseline=baseline, requests=(), any_option=False)
@@ -171,7 +163,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    pipeline = load_pipeline(model_path=_model_of(args), config=args.config, variant=args.variant)
+    pipeline = load_pipeline(model_path=args.model_path, config=args.config, variant=args.variant)
     plan = _declared_plan(pipeline)
     if args.format == "json":
         print(json.dumps(show_dict(pipeline, plan), indent=2))
@@ -184,12 +176,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _solve(args: argparse.Namespace):
     try:
-        pipeline = load_pipeline(model_path=_model_of(args), config=args.config,
+        pipeline = load_pipeline(model_path=args.model_path, config=args.config,
                                  variant=args.variant)
     except ConfigError:
         # Let the API turn it into the `invalid-config` diagnostic with the same text.
         from planner.api import solve
-        return None, solve(model_path=_model_of(args), config=args.config, variant=args.variant)
+        return None, solve(model_path=args.model_path, config=args.config, variant=args.variant)
     return pipeline, solve_pipeline(pipeline, args.isolate_stage, args.stage_process)
 
 
@@ -244,6 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "model", None) and getattr(args, "model_path", None) \
             and args.model != args.model_path:
         return _err(f"MODEL {args.model!r} and --model-path {args.model_path!r} disagree; give one.")
+    if getattr(args, "model", None) and not getattr(args, "model_path", None):
+        args.model_path = args.model  # the positional MODEL is shorthand for --model-path
     handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
     try:
         return handler(args)
