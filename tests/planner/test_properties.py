@@ -2,7 +2,7 @@
 the planner never crashes, agrees with the plain-Python oracle, every `ok` plan satisfies every rule,
 and every reported core is minimal."""
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import planner
@@ -70,6 +70,18 @@ def requests(draw, names):
     return isolate, assign
 
 
+@st.composite
+def valid_cases(draw):
+    """A pipeline the config layer accepts, and requests against it."""
+    cfg = draw(pipelines())
+    try:
+        pl = load_pipeline(config=cfg)
+    except ConfigError:
+        assume(False)
+    isolate, assign = draw(requests(list(pl.stage_names)))
+    return cfg, pl, isolate, assign
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_generated_requests(data):
@@ -107,12 +119,7 @@ def test_generated_requests(data):
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_cores_are_minimal(data):
-    cfg = data.draw(pipelines())
-    try:
-        pl = load_pipeline(config=cfg)
-    except ConfigError:
-        return
-    isolate, assign = data.draw(requests(list(pl.stage_names)))
+    _, pl, isolate, assign = data.draw(valid_cases())
     base = declared_baseline(pl)
     parsed = parse_requests(pl, base, tuple(isolate), tuple(assign))
     problem = Problem(pl, base, parsed.requests, parsed.any_option)
@@ -140,12 +147,7 @@ def _overlay(cfg, extra):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_applying_a_hint_removes_its_diagnostic(data):
-    cfg = data.draw(pipelines())
-    try:
-        pl = load_pipeline(config=cfg)
-    except ConfigError:
-        return
-    isolate, assign = data.draw(requests(list(pl.stage_names)))
+    cfg, _, isolate, assign = data.draw(valid_cases())
     r = planner.solve(config=cfg, isolate_stages=isolate, stage_processes=assign)
     if r.status != "infeasible":
         return
