@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from launcher.http import MAX_INPUT_CHARS
 from planner.cards import load_pipeline
 
 from .charts import write_charts
@@ -26,7 +27,6 @@ EXIT_INVALID = 2
 EXIT_RUN_FAILED = 3  # a placement could not be served, as for `planner serve`
 DEFAULT_REQUESTS = 96
 DEFAULT_CONCURRENCY = (1,)
-MAX_INPUT_CHARS = 4096  # the speech endpoint's limit (launcher.http.MAX_INPUT_CHARS)
 STAND_IN_SIZES = ("tiny", "small", "base")
 
 
