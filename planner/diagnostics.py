@@ -50,6 +50,15 @@ def _yaml_fractions(values: dict[str, float]) -> tuple[str, dict]:
     return "\n".join(lines), overlay
 
 
+def _config_hint(problem: Problem, yaml_text: str) -> str:
+    """Where the YAML goes: the user's config, or a new overlay on the card they started from."""
+    pl = problem.pipeline
+    if pl.source.startswith("card "):
+        return (f"put this in a YAML file and pass it with --config:\nmodel: {pl.name}\n"
+                + (f"variant: {pl.variant}\n" if pl.variant != "default" else "") + yaml_text)
+    return f"add to your --config YAML:\n{yaml_text}"
+
+
 class Explainer:
     def __init__(self, problem: Problem, nearest: Callable[..., Assignment | None]):
         self.p = problem
@@ -142,7 +151,7 @@ class Explainer:
             message=f"GPU {g} would be at {total / SCALE:.3f} of its memory, over the limit "
                     f"{limit / SCALE:.3f} by {excess / SCALE:.3f}",
             stages=tuple(sorted(values)), gpu=g, because=tuple(because),
-            hint=f"shrink GPU {g} by at least {excess / SCALE:.3f}; add to your --config YAML:\n{text}",
+            hint=f"shrink GPU {g} by at least {excess / SCALE:.3f}; " + _config_hint(self.p, text),
             fix=Fix(config=overlay))
 
     def _fractions_when_requested(self, gpu: int) -> dict[str, int]:
@@ -198,8 +207,8 @@ class Explainer:
             stages=tuple(sorted(owners)),
             because=(f"TP rank processes are named <process>_tp<rank>, and {', '.join(owners)} "
                      f"share one process name",),
-            hint=f"give {later} its own process name; add to your --config YAML:\nstages:\n"
-                 f"  - {{name: {later}, process: {later}}}",
+            hint=f"give {later} its own process name; " + _config_hint(
+                self.p, f"stages:\n  - {{name: {later}, process: {later}}}"),
             fix=Fix(config={"stages": [{"name": later, "process": later}]}))
 
     def _fractions(self, rule: Rule, core: list[Rule]) -> Diagnostic:
@@ -234,7 +243,7 @@ class Explainer:
                     f"fraction",
             stages=tuple(missing), gpu=g, because=tuple(because),
             hint="declare runtime.resources.total_gpu_memory_fraction for each (sized to your "
-                 f"models; these shares fit the limit); add to your --config YAML:\n{text}",
+                 "models; these shares fit the limit); " + _config_hint(self.p, text),
             fix=Fix(config=overlay))
 
     def _alone(self, rule: Rule, core: list[Rule]) -> Diagnostic:

@@ -135,3 +135,15 @@ def test_solve_path_never_imports_torch():
             "assert 'torch' not in sys.modules, 'torch imported'")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_printed_yaml_hint_pasted_into_a_file_fixes_the_request(tmp_path):
+    out = run("solve", "audar-tts", "--isolate-stage", "vocoder", "--format", "json")
+    assert out.returncode == 1
+    hint = json.loads(out.stdout)["diagnostics"][0]["hint"]
+    yaml_text = hint.split("--config:\n", 1)[1]
+    cfg = tmp_path / "fractions.yaml"
+    cfg.write_text(yaml_text)
+    fixed = run("solve", "--config", str(cfg), "--isolate-stage", "vocoder", "--format", "json")
+    assert fixed.returncode == 0, fixed.stdout
+    assert json.loads(fixed.stdout)["gpus"][0]["total"] <= 1.0
