@@ -32,7 +32,8 @@ def _console(stderr: bool = False) -> Console:
     # Piped output gets a wide fixed width so tables and hints are not folded mid-flag.
     console = Console(highlight=False, stderr=stderr)
     if not console.is_terminal:
-        console = Console(highlight=False, stderr=stderr, width=120)
+        # Piped or captured: never fold a sentence or a flag mid-way; tables keep 120 columns.
+        console = Console(highlight=False, stderr=stderr, width=120, soft_wrap=True)
     return console
 
 
