@@ -13,6 +13,11 @@ Supervision rules (documented for operators):
   the whole deployment down: health reports `failed` and every request gets 503.
 - Workers exit when this process dies (their control pipe closes) and ignore SIGINT, so Ctrl-C is
   handled once, here. `close()` stops every worker and removes every shared-memory segment.
+- Shared memory (see `ipc`): each process sends from its own pool of blocks and readers give
+  blocks back by lease; every give-back passes through here on its way to the owner. A message
+  that cannot be delivered has its lease given back; a dead reader's leases are given back for it
+  (this process tracks what each process holds); a dead owner's blocks are unlinked at once, and
+  readers are told to unmap them.
 """
 
 from __future__ import annotations
@@ -91,6 +96,8 @@ class _Proc:
     building: str | None = None
     build_error: tuple[str, str, str] | None = None  # stage, one line, traceback
     in_flight: set[int] = field(default_factory=set)
+    # (block, lease) delivered to this process and not given back yet; released for it if it dies
+    holding: set[tuple[str, int]] = field(default_factory=set)
     depths: dict[str, int] = field(default_factory=dict)
     cuda_allocated: int | None = None
     restarts: int = 0
@@ -162,6 +169,7 @@ class Deployment:
         self._request_latency = Histogram()
         self._outcomes = {"ok": 0, "error": 0}
         self._router_stop = threading.Event()
+        self._receiver = ipc.Receiver(self._release)
         self._procs, self._home, self._entry = _layout(plan, device, self.shm_prefix,
                                                        dict(factory_defaults))
         self._units: dict[str, list[_Proc]] = {}
@@ -206,6 +214,7 @@ class Deployment:
             proc.process, proc.conn, proc.pid = process, parent_end, process.pid
             proc.state, proc.building, proc.build_error = "starting", None, None
             proc.in_flight, proc.depths, proc.cuda_allocated = set(), {}, None
+            proc.holding = set()
 
     # -- supervisor loop -------------------------------------------------------------------------
     def _route_forever(self) -> None:
@@ -250,8 +259,18 @@ class Deployment:
             self._forward(target, rid, source, chunk, last, packed)
         elif kind == "result":
             _, rid, stage, chunk, last, packed = msg
-            data = ipc.unpack(packed)
+            try:
+                data = self._receiver.unpack(packed)
+            except OSError as exc:
+                self._fail(rid, StageFailed(f"cannot read the output of stage '{stage}' in "
+                                            f"process '{proc.name}': {exc}"))
+                return
             self._result(rid, stage, data, last)
+        elif kind == "free":
+            _, segment, lease = msg
+            with self._lock:
+                proc.holding.discard((segment, lease))
+            self._release(segment, lease)
         elif kind == "error":
             _, rid, stage, message = msg
             self._fail(rid, StageFailed(
@@ -286,16 +305,33 @@ class Deployment:
             request = self._requests.get(rid)
             dest = self._procs[self._home[target]]
             usable = request is not None and dest.state == "ready"
+            lease = (packed.segment, packed.lease)
             if usable:
                 dest.in_flight.add(rid)
+                if packed.segment is not None:
+                    dest.holding.add(lease)
         if not usable:
-            ipc.discard(packed)
+            self._release(*lease)
             if request is not None:
                 self._fail(rid, WorkerDied(f"{dest.describe()} is {dest.state}; "
                                            f"cannot hand over from '{source}'"))
             return
         if not self._send(dest, ("deliver", target, rid, source, chunk, last, packed)):
-            ipc.discard(packed)
+            with self._lock:
+                dest.holding.discard(lease)
+            self._release(*lease)
+
+    def _release(self, segment: str | None, lease: int) -> None:
+        """Give a lent block back to the process that owns it (this incarnation of it only: a
+        dead owner's blocks are swept, and its successor has never heard of them)."""
+        if segment is None:
+            return
+        pid = ipc.owner_pid(segment)
+        with self._lock:
+            owner = next((p for p in self._procs.values()
+                          if p.process is not None and p.pid == pid), None)
+        if owner is not None:
+            self._send(owner, ("free", segment, lease))
 
     def _send(self, proc: _Proc, msg: tuple) -> bool:
         try:
@@ -315,7 +351,8 @@ class Deployment:
             self._fail(rid, StageFailed(f"terminal stage '{stage}' returned no 'audio' tensor "
                                         f"(keys: {sorted(data)})"))
             return
-        request._events.put(("chunk", audio.reshape(-1).to(torch.float32)))
+        # A copy: a view would pin the worker's shared block for as long as the client keeps it.
+        request._events.put(("chunk", audio.reshape(-1).to(torch.float32, copy=True)))
         if last:
             with self._lock:
                 self._requests.pop(rid, None)
@@ -369,14 +406,29 @@ class Deployment:
                 reason += f" (rebuilding '{proc.build_error[0]}' failed: {proc.build_error[1]})"
             give_up = len(log) >= self.max_restarts
             failed_rids = set()
+            held: set[tuple[str, int]] = set()
             for p in victims:
                 failed_rids |= p.in_flight
+                held |= p.holding
+                p.holding = set()
                 p.state = "failed" if give_up else "restarting"
         for p in victims:
             if p is not proc:
                 _stop_process(p, grace=0.0)
             _close_proc(p)
+        # A dead reader never gives back what it was lent; its owners may reuse those blocks now.
+        for lease in held:
+            self._release(*lease)
+        for p in victims:
             ipc.sweep(f"{self.shm_prefix}{ipc.safe_name(p.name)}.")
+            # Readers drop their mappings of the dead owner's (now unlinked) blocks.
+            gone = ipc.owner_prefix(self.shm_prefix, p.name, p.pid)
+            self._receiver.forget(gone)
+            with self._lock:
+                survivors = [q for q in self._procs.values()
+                             if q.process is not None and q.state == "ready"]
+            for q in survivors:
+                self._send(q, ("gone", gone))
         suffix = ("; restart limit reached, shutting the deployment down" if give_up
                   else "; restarting it")
         for rid in failed_rids:
@@ -413,6 +465,7 @@ class Deployment:
         for p in self._procs.values():
             _stop_process(p, grace=0.0)
             _close_proc(p)
+        self._receiver.forget("")
         ipc.sweep(self.shm_prefix)
         self.failed.set()
 
@@ -556,6 +609,7 @@ class Deployment:
             _stop_process(p, grace=STOP_GRACE_S)
             _close_proc(p)
             p.state = "stopped"
+        self._receiver.close()
         ipc.sweep(self.shm_prefix)
         with self._lock:
             self._state = "stopped"

@@ -1,11 +1,25 @@
-"""Cross-process handoff: tensor bytes in one shared-memory segment, a small picklable control message.
+"""Cross-process handoff: tensor bytes in a reusable shared-memory block, a small picklable message.
 
-Segments are plain files in /dev/shm (POSIX shared memory on Linux) opened directly rather than
+Blocks are plain files in /dev/shm (POSIX shared memory on Linux) opened directly rather than
 through `multiprocessing.shared_memory`, whose resource tracker unlinks and warns about segments
-that another process legitimately owns by then. Ownership is simple instead: the sender creates a
-segment, the single receiver copies the tensors out and unlinks it at once. Every name starts with
-the deployment's prefix and the destination process, so the supervisor can remove what a killed
-process left behind (`sweep`).
+that another process legitimately owns by then.
+
+Creating, sizing, mapping and first-touching a fresh file on every handoff costs far more than
+moving the bytes (page faults and syscalls dominate), so blocks live as long as their owner:
+
+- Each sending process has a `SegmentPool`. `pack` copies a payload's tensors into a free block
+  (one copy; no page faults once the pool is warm), lends the block under a fresh lease number,
+  and returns a `Packed` control message. The owner never writes a lent block.
+- Each receiving process has a `Receiver`, which maps every block once and hands out tensors that
+  are views of the mapping: no copy on receive. When the last view of a handoff dies, the lease is
+  given back through the `release` callback, and the owner's pool may reuse the block.
+- Leases, not block names, are what gets released: a late or duplicated release of an old lease
+  (a request that failed while its message was in flight, a reader that died) can then never free
+  a block that has since been lent again.
+
+Block files are named `<deployment prefix><owner>.<owner pid>.<n>`, so the supervisor can route a
+release to the right incarnation of the owner and remove what a dead owner left behind (`sweep`).
+A reader that still maps an unlinked file keeps valid memory until it unmaps it.
 """
 
 from __future__ import annotations
@@ -13,9 +27,12 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import queue
 import re
 import tempfile
-from collections.abc import Mapping
+import threading
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +40,11 @@ import torch
 
 SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 _ALIGN = 64
-_counter = itertools.count()
+MIN_BLOCK = 64 << 10
+# A small payload must not pin a block this many times larger than it needs; it gets its own.
+_MAX_OVERSIZE = 8
+# Fault every page in when mapping (once per block and process) rather than one fault per page.
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
 
 @dataclass(frozen=True)
@@ -39,9 +60,11 @@ class TensorRef:
 class Packed:
     """The control message for one handoff: tensors by reference, everything else by value."""
 
-    segment: str | None
+    segment: str | None  # None when no tensor has any bytes
     tensors: tuple[TensorRef, ...]
     values: Mapping[str, Any]
+    lease: int = 0
+    used: int = 0  # bytes of the block the tensors occupy
 
 
 def safe_name(name: str) -> str:
@@ -49,72 +72,263 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)
 
 
-def segment_name(prefix: str, destination: str) -> str:
-    return f"{prefix}{safe_name(destination)}.{os.getpid()}.{next(_counter)}"
+def owner_prefix(prefix: str, owner: str, pid: int | None = None) -> str:
+    """The name prefix of every block `owner` (process `pid`, by default this one) creates."""
+    return f"{prefix}{safe_name(owner)}.{os.getpid() if pid is None else pid}."
 
 
-def pack(data: Mapping[str, Any], name: str) -> Packed:
-    """Copy the tensors of `data` into a new segment called `name` (none if there are no tensors)."""
-    tensors = {k: v.detach() for k, v in data.items() if isinstance(v, torch.Tensor)}
-    values = {k: v for k, v in data.items() if not isinstance(v, torch.Tensor)}
-    if not tensors:
-        return Packed(None, (), values)
-    refs, offset = [], 0
-    for key, t in tensors.items():
-        nbytes = t.numel() * t.element_size()
-        refs.append(TensorRef(key, str(t.dtype).removeprefix("torch."), tuple(t.shape), offset, nbytes))
-        offset += -(-nbytes // _ALIGN) * _ALIGN
+def owner_pid(segment: str) -> int | None:
+    """The pid of the process that created block `segment`, or None for a foreign name."""
+    parts = segment.rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown tensor dtype {name!r} in a handoff")
+    return dtype
+
+
+class _Block:
+    __slots__ = ("name", "size", "mm", "bytes", "lease", "destination")
+
+    def __init__(self, name: str, size: int, mm: mmap.mmap) -> None:
+        self.name, self.size, self.mm = name, size, mm
+        self.bytes = torch.frombuffer(mm, dtype=torch.uint8)
+        self.lease = 0  # 0: free
+        self.destination: str | None = None
+
+
+class SegmentPool:
+    """The shared-memory blocks one process sends from. Thread-safe: every stage thread packs."""
+
+    def __init__(self, prefix: str, owner: str) -> None:
+        self.prefix = owner_prefix(prefix, owner)
+        self._lock = threading.Lock()
+        self._blocks: dict[str, _Block] = {}
+        self._free: list[_Block] = []
+        self._names = itertools.count()
+        self._leases = itertools.count(1)
+        self._closed = False
+
+    def pack(self, data: Mapping[str, Any], destination: str) -> Packed:
+        """Copy the tensors of `data` into a block lent to `destination`; values go by value."""
+        tensors = {k: v.detach() for k, v in data.items() if isinstance(v, torch.Tensor)}
+        values = {k: v for k, v in data.items() if not isinstance(v, torch.Tensor)}
+        refs, used = [], 0
+        for key, t in tensors.items():
+            nbytes = t.numel() * t.element_size()
+            refs.append(TensorRef(key, str(t.dtype).removeprefix("torch."), tuple(t.shape),
+                                  used, nbytes))
+            used += -(-nbytes // _ALIGN) * _ALIGN
+        if used == 0:  # only empty tensors (or none): their shapes say everything
+            return Packed(None, tuple(refs), values)
+        block = self._take(used, destination)
+        try:
+            for ref in refs:
+                if ref.nbytes:
+                    t = tensors[ref.key]
+                    dst = block.bytes[ref.offset:ref.offset + ref.nbytes].view(t.dtype)
+                    dst.view(t.shape).copy_(t)  # strided and device sources copy straight in
+        except BaseException:
+            self.release(block.name, block.lease)
+            raise
+        return Packed(block.name, tuple(refs), values, block.lease, used)
+
+    def _take(self, nbytes: int, destination: str) -> _Block:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("segment pool is closed")
+            fits = [b for b in self._free if b.size >= nbytes]
+            block = min(fits, key=lambda b: b.size, default=None)
+            if block is not None and block.size > _MAX_OVERSIZE * _size_class(nbytes):
+                block = None
+            if block is not None:
+                self._free.remove(block)
+            else:
+                name = f"{self.prefix}{next(self._names)}"
+        if block is None:
+            # Outside the lock: sizing and populating a large file must not stall other packers.
+            block = _create(name, _size_class(nbytes))
+            with self._lock:
+                if self._closed:
+                    _destroy(block)
+                    raise RuntimeError("segment pool is closed")
+                self._blocks[block.name] = block
+        with self._lock:
+            block.lease = next(self._leases)
+            block.destination = destination
+        return block
+
+    def release(self, segment: str, lease: int) -> bool:
+        """Give back one lease; False (and nothing changes) if it is not the block's current one."""
+        with self._lock:
+            block = self._blocks.get(segment)
+            if block is None or lease == 0 or block.lease != lease:
+                return False
+            block.lease, block.destination = 0, None
+            self._free.append(block)
+            return True
+
+    def lent(self) -> dict[str, str]:
+        """Block name -> destination, for every block currently lent."""
+        with self._lock:
+            return {b.name: b.destination for b in self._blocks.values() if b.lease}
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._blocks)
+
+    def close(self) -> None:
+        """Unlink every block. Readers that still map one keep valid memory until they unmap it."""
+        with self._lock:
+            self._closed = True
+            blocks, self._blocks, self._free = list(self._blocks.values()), {}, []
+        for block in blocks:
+            _destroy(block)
+
+    def __enter__(self) -> SegmentPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _size_class(nbytes: int) -> int:
+    return max(MIN_BLOCK, 1 << (nbytes - 1).bit_length())
+
+
+def _create(name: str, size: int) -> _Block:
     path = os.path.join(SHM_DIR, name)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.ftruncate(fd, max(offset, 1))
-        with mmap.mmap(fd, max(offset, 1)) as mm:
-            for ref in refs:
-                if ref.nbytes:
-                    src = tensors[ref.key].to("cpu").contiguous().reshape(-1)
-                    dst = torch.frombuffer(mm, dtype=src.dtype, count=src.numel(), offset=ref.offset)
-                    dst.copy_(src)
-                    del dst  # the mmap cannot close while a tensor still exports its buffer
+        os.ftruncate(fd, size)
+        mm = mmap.mmap(fd, size, flags=_MAP_FLAGS)
     except BaseException:
         os.unlink(path)
         raise
     finally:
         os.close(fd)
-    return Packed(name, tuple(refs), values)
+    return _Block(name, size, mm)
 
 
-def unpack(packed: Packed) -> dict[str, Any]:
-    """Rebuild the payload (tensors on CPU) and unlink the segment: each segment is read once."""
-    data = dict(packed.values)
-    if packed.segment is None:
-        return data
-    path = os.path.join(SHM_DIR, packed.segment)
-    fd = os.open(path, os.O_RDWR)
+def _destroy(block: _Block) -> None:
+    block.bytes = None  # the mmap cannot close while a tensor still exports its buffer
     try:
-        size = os.fstat(fd).st_size
-        with mmap.mmap(fd, size) as mm:
+        block.mm.close()
+    except BufferError:
+        pass  # someone in this process still views it; unmapped when that view dies
+    try:
+        os.unlink(os.path.join(SHM_DIR, block.name))
+    except FileNotFoundError:
+        pass  # already swept by the supervisor
+
+
+class Receiver:
+    """Maps other processes' blocks (each once) and turns control messages into tensor views.
+
+    `release(segment, lease)` is called once per handoff after the last tensor viewing it has
+    died. Tensors can die on any thread, inside garbage collection, even while that thread holds a
+    lock the callback needs, so the callback never runs there: releases are queued and a
+    dedicated thread calls it.
+    """
+
+    def __init__(self, release: Callable[[str, int], None]) -> None:
+        self._release = release
+        self._maps: dict[str, mmap.mmap] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()  # put() is safe from finalizers
+        self._thread: threading.Thread | None = None
+
+    def unpack(self, packed: Packed) -> dict[str, Any]:
+        """The payload, each tensor a view of the shared block (writable: the block is lent to
+        this process alone until every view is gone)."""
+        data = dict(packed.values)
+        if packed.segment is None:
             for ref in packed.tensors:
-                dtype = getattr(torch, ref.dtype)
-                if ref.nbytes == 0:
-                    data[ref.key] = torch.empty(ref.shape, dtype=dtype)
-                    continue
-                count = ref.nbytes // torch.empty((), dtype=dtype).element_size()
-                view = torch.frombuffer(mm, dtype=dtype, count=count, offset=ref.offset)
-                data[ref.key] = view.clone().reshape(ref.shape)
-                del view
-    finally:
-        os.close(fd)
-        discard(packed)
-    return data
-
-
-def discard(packed: Packed | None) -> None:
-    """Drop a control message that will never be read (its request failed or its reader died)."""
-    if packed is not None and packed.segment is not None:
+                data[ref.key] = torch.empty(ref.shape, dtype=_dtype(ref.dtype))
+            return data
+        if self._thread is None:
+            self._start()
         try:
-            os.unlink(os.path.join(SHM_DIR, packed.segment))
-        except FileNotFoundError:
-            pass
+            mm = self._map(packed.segment)
+            window = memoryview(mm)[:packed.used]
+        except BaseException:
+            self._queue_release(packed.segment, packed.lease)
+            raise
+        # The storage torch.frombuffer creates holds the only reference to `window` and drops it
+        # when the last tensor sharing that storage dies, however it was derived (views made under
+        # inference_mode included); a finalizer on a tensor object could fire earlier than that.
+        done = weakref.finalize(window, self._queue_release, packed.segment, packed.lease)
+        done.atexit = False
+        base = torch.frombuffer(window, dtype=torch.uint8)
+        del window
+        for ref in packed.tensors:
+            dtype = _dtype(ref.dtype)
+            if ref.nbytes == 0:
+                data[ref.key] = torch.empty(ref.shape, dtype=dtype)
+            else:
+                data[ref.key] = base[ref.offset:ref.offset + ref.nbytes].view(dtype).view(ref.shape)
+        return data
+
+    def _map(self, segment: str) -> mmap.mmap:
+        with self._lock:
+            mm = self._maps.get(segment)
+            if mm is None:
+                fd = os.open(os.path.join(SHM_DIR, segment), os.O_RDWR)
+                try:
+                    mm = mmap.mmap(fd, os.fstat(fd).st_size, flags=_MAP_FLAGS)
+                finally:
+                    os.close(fd)
+                self._maps[segment] = mm
+            return mm
+
+    def _queue_release(self, segment: str, lease: int) -> None:
+        self._queue.put((segment, lease))
+
+    def _start(self) -> None:
+        # Started here, never from a finalizer, which may run while this thread holds _lock.
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._releases, daemon=True,
+                                                name="shm-release")
+                self._thread.start()
+
+    def _releases(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                self._release(*item)
+            except Exception:  # noqa: BLE001 - an unreachable owner is the supervisor's to handle
+                pass
+
+    def forget(self, prefix: str) -> None:
+        """Unmap cached blocks whose names start with `prefix` (their owner died): views still
+        alive keep their mapping until they die."""
+        with self._lock:
+            gone = [name for name in self._maps if name.startswith(prefix)]
+            for name in gone:
+                mm = self._maps.pop(name)
+                try:
+                    mm.close()
+                except BufferError:
+                    pass
+
+    def mapped(self) -> list[str]:
+        with self._lock:
+            return sorted(self._maps)
+
+    def close(self) -> None:
+        """Stop the release thread after the releases already queued, and unmap what is unused.
+        Releases of views that outlive this are dropped: their owners are closing too."""
+        self.forget("")
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout=5)
 
 
 def segments(prefix: str) -> list[str]:

@@ -1,9 +1,11 @@
 """The body of one worker process: build its stages in pipeline order, then run them.
 
 Each stage gets a thread and an inbox. A handoff to a stage in the same process is a queue put of
-the payload dict (no copy); a handoff to another process is an `ipc.pack` into shared memory plus a
-small control message to the supervisor, which forwards it (the supervisor sees every cross-process
-handoff, so it knows where each request is and can clean up after a killed process).
+the payload dict (no copy); a handoff to another process is a copy into a block of this process's
+shared-memory pool plus a small control message to the supervisor, which forwards it (the
+supervisor sees every cross-process handoff, so it knows where each request is and which blocks a
+killed process held). The receiving process reads the tensors in place, and gives the block back
+(a "free" message, routed by the supervisor to its owner) once its last view of them has died.
 
 A tensor-parallel stage runs in `tp_size` rank processes. Rank 0 receives the payloads and
 broadcasts each one to the other ranks, which run the same stage in lock step (the stage does its
@@ -134,11 +136,16 @@ class Worker:
         # Each key is touched by one stage thread only, so these need no lock.
         self._chunk_counters: dict[tuple[str, int], Iterator[int]] = {}
         self._held: dict[tuple[str, str, int], list] = {}
+        self.pool = ipc.SegmentPool(spec.shm_prefix, spec.name)
+        self.receiver = ipc.Receiver(self._give_back)
 
     # -- wire ------------------------------------------------------------------------------------
     def send(self, *msg: Any) -> None:
         with self.send_lock:
             self.conn.send(msg)
+
+    def _give_back(self, segment: str, lease: int) -> None:
+        self.send("free", segment, lease)
 
     def _receive(self) -> None:
         while True:
@@ -148,8 +155,18 @@ class Worker:
                 os._exit(3)  # the supervisor is gone: a worker never outlives it
             if msg[0] == "deliver":
                 _, target, request_id, source, chunk, last, packed = msg
-                data = ipc.unpack(packed)
+                try:
+                    data = self.receiver.unpack(packed)
+                except OSError as exc:
+                    # The sender died after handing over and the supervisor swept its blocks.
+                    self._fail(target, request_id, f"cannot read the handoff from '{source}' "
+                                                   f"(its process is gone?): {exc}")
+                    continue
                 self.inboxes[target].put(Envelope(request_id, source, chunk, last, data))
+            elif msg[0] == "free":
+                self.pool.release(msg[1], msg[2])
+            elif msg[0] == "gone":
+                self.receiver.forget(msg[1])
             elif msg[0] == "cancel":
                 self._forget(msg[1])
             elif msg[0] == "stop":
@@ -335,7 +352,7 @@ class Worker:
         merged = {**data, **out}
         merged = {k: v for k, v in merged.items() if v is not None}
         if not spec.successors:
-            packed = ipc.pack(merged, ipc.segment_name(self.spec.shm_prefix, PARENT))
+            packed = self.pool.pack(merged, PARENT)
             self.send("result", request_id, spec.name, chunk, last, packed)
         for target, streaming, process in spec.successors:
             if chunk is not None and not streaming:
@@ -358,7 +375,7 @@ class Worker:
         if target in self.local:
             self.inboxes[target].put(Envelope(request_id, source, chunk, last, data))
             return
-        packed = ipc.pack(data, ipc.segment_name(self.spec.shm_prefix, process))
+        packed = self.pool.pack(data, process)
         self.send("route", target, request_id, source, chunk, last, packed)
 
     def _finished(self, stage: str, request_id: int) -> None:

@@ -1,4 +1,6 @@
+import gc
 import os
+import time
 
 import pytest
 import torch
@@ -8,38 +10,165 @@ from launcher import ipc
 PREFIX = "stageplanner-test-"
 
 
+@pytest.fixture
+def pool():
+    p = ipc.SegmentPool(PREFIX, "sender")
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def receiver(pool):
+    """Gives its blocks straight back to `pool`, as the supervisor's routing would."""
+    r = ipc.Receiver(pool.release)
+    yield r
+    r.close()
+
+
+def wait_until(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        gc.collect()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool,
-                                   torch.uint8, torch.float16])
-def test_round_trip_is_exact_and_unlinks(dtype):
+                                   torch.uint8, torch.float16, torch.complex64])
+def test_round_trip_is_exact_and_in_place(pool, receiver, dtype):
     data = {
         "a": (torch.randn(3, 5) * 100).to(dtype),
         "scalar": torch.tensor(7).to(dtype),
         "empty": torch.empty(0, 4, dtype=dtype),
         "strided": torch.arange(20).reshape(4, 5).T.to(dtype),
+        "odd": torch.arange(7).to(dtype),  # 7 elements: the next tensor must still be aligned
         "text": "hello",
         "n": 3,
     }
-    packed = ipc.pack(data, ipc.segment_name(PREFIX, "dest"))
+    packed = pool.pack(data, "dest")
     assert packed.segment and os.path.exists(os.path.join(ipc.SHM_DIR, packed.segment))
-    out = ipc.unpack(packed)
-    assert not ipc.segments(PREFIX)
+    assert all(ref.offset % 64 == 0 for ref in packed.tensors)
+    out = receiver.unpack(packed)
     assert out["text"] == "hello" and out["n"] == 3
-    for key in ("a", "scalar", "empty", "strided"):
-        assert out[key].dtype == dtype and torch.equal(out[key], data[key])
+    for key in ("a", "scalar", "empty", "strided", "odd"):
+        assert out[key].dtype == dtype and out[key].shape == data[key].shape
+        assert torch.equal(out[key], data[key])
+    # In place: the tensors view the block, which the receiver's process maps.
+    assert packed.segment in receiver.mapped()
+    assert out["a"].untyped_storage().data_ptr() == out["odd"].untyped_storage().data_ptr()
 
 
-def test_no_tensors_means_no_segment():
-    packed = ipc.pack({"text": "x"}, ipc.segment_name(PREFIX, "d"))
-    assert packed.segment is None and ipc.unpack(packed) == {"text": "x"}
+def test_zero_size_and_tensorless_payloads_need_no_block(pool, receiver):
+    packed = pool.pack({"text": "x", "e": torch.empty(0, 3, dtype=torch.bfloat16)}, "d")
+    assert packed.segment is None
+    out = receiver.unpack(packed)
+    assert out["text"] == "x" and out["e"].shape == (0, 3) and out["e"].dtype == torch.bfloat16
+    assert pool.pack({"text": "y"}, "d") == ipc.Packed(None, (), {"text": "y"})
+    assert not pool.names() and not ipc.segments(PREFIX)
 
 
-def test_discard_and_sweep_remove_segments():
-    a = ipc.pack({"t": torch.ones(3)}, ipc.segment_name(PREFIX, "one"))
-    ipc.pack({"t": torch.ones(3)}, ipc.segment_name(PREFIX, "two"))
-    ipc.pack({"t": torch.ones(3)}, ipc.segment_name(PREFIX, "two.x"))  # sanitised: no '.'
-    ipc.discard(a)
-    ipc.discard(a)  # idempotent
-    assert len(ipc.segments(PREFIX)) == 2
-    assert ipc.sweep(f"{PREFIX}two.") == 1
-    assert ipc.sweep(PREFIX) == 1
+def test_block_is_reused_only_after_the_receiver_drops_every_view(pool, receiver):
+    first = pool.pack({"t": torch.arange(1000.0), "u": torch.ones(5, dtype=torch.int64)}, "dest")
+    out = receiver.unpack(first)
+    kept = out["t"][10:20]  # a view of a view still pins the block
+    del out
+    gc.collect()
+    time.sleep(0.05)
+    assert pool.lent() == {first.segment: "dest"}
+    second = pool.pack({"t": torch.zeros(1000)}, "dest")
+    assert second.segment != first.segment  # lent blocks are never written
+    assert torch.equal(kept, torch.arange(10.0, 20.0))
+    with torch.inference_mode():
+        derived = kept[2:4]  # views made under inference_mode pin it too
+    del kept
+    gc.collect()
+    time.sleep(0.05)
+    assert first.segment in pool.lent()
+    del derived
+    wait_until(lambda: first.segment not in pool.lent())
+    third = pool.pack({"t": torch.full((1000,), 3.0)}, "dest")
+    assert third.segment == first.segment and len(pool.names()) == 2
+    assert torch.equal(receiver.unpack(third)["t"], torch.full((1000,), 3.0))
+
+
+def test_a_tensor_kept_alive_keeps_its_block_lent(pool, receiver):
+    packed = pool.pack({"t": torch.arange(64, dtype=torch.int64)}, "dest")
+    kept = receiver.unpack(packed)["t"]
+    for _ in range(5):
+        other = pool.pack({"t": torch.zeros(64, dtype=torch.int64)}, "dest")
+        del receiver.unpack(other)["t"]
+        wait_until(lambda: other.segment not in pool.lent())
+        assert packed.segment in pool.lent()
+        assert torch.equal(kept, torch.arange(64, dtype=torch.int64))
+    assert len(pool.names()) == 2
+
+
+def test_stale_and_duplicate_releases_are_ignored(pool):
+    packed = pool.pack({"t": torch.ones(4)}, "a")
+    assert pool.release(packed.segment, packed.lease)
+    assert not pool.release(packed.segment, packed.lease)  # twice
+    again = pool.pack({"t": torch.ones(4)}, "b")
+    assert again.segment == packed.segment and again.lease != packed.lease
+    assert not pool.release(packed.segment, packed.lease)  # the old lease frees nothing
+    assert pool.lent() == {again.segment: "b"}
+    assert not pool.release("stageplanner-test-unknown.1.0", again.lease)
+
+
+def test_blocks_come_in_power_of_two_classes_and_small_payloads_skip_huge_blocks(pool):
+    big = pool.pack({"t": torch.zeros(300_000, dtype=torch.uint8)}, "d")
+    size = lambda name: os.path.getsize(os.path.join(ipc.SHM_DIR, name))  # noqa: E731
+    assert size(big.segment) == 512 << 10
+    pool.release(big.segment, big.lease)
+    mid = pool.pack({"t": torch.zeros(100_000, dtype=torch.uint8)}, "d")
+    assert mid.segment == big.segment  # free and not too large: reused
+    small = pool.pack({"t": torch.zeros(10, dtype=torch.uint8)}, "d")
+    assert size(small.segment) == ipc.MIN_BLOCK
+
+
+def test_owner_is_in_the_name_and_pool_close_sweeps_its_files(receiver):
+    a = ipc.SegmentPool(PREFIX, "one.x")  # sanitised: no '.'
+    b = ipc.SegmentPool(PREFIX, "two")
+    pa = a.pack({"t": torch.ones(3)}, "d")
+    b.pack({"t": torch.ones(3)}, "d")
+    assert pa.segment.startswith(ipc.owner_prefix(PREFIX, "one_x"))
+    assert ipc.owner_pid(pa.segment) == os.getpid()
+    view = receiver.unpack(pa)["t"]
+    a.close()
+    assert ipc.segments(PREFIX) == b.names()
+    assert torch.equal(view, torch.ones(3))  # an unlinked block stays valid while mapped
+    with pytest.raises(RuntimeError):
+        a.pack({"t": torch.ones(3)}, "d")
+    b.close()
+    b.close()  # idempotent
     assert not ipc.segments(PREFIX)
+    receiver.forget(ipc.owner_prefix(PREFIX, "one_x"))
+    assert not receiver.mapped() and torch.equal(view, torch.ones(3))
+
+
+def test_sweep_removes_by_prefix():
+    a, b = ipc.SegmentPool(PREFIX, "one"), ipc.SegmentPool(PREFIX, "two")
+    try:
+        a.pack({"t": torch.ones(3)}, "d")
+        b.pack({"t": torch.ones(3)}, "d")
+        assert ipc.sweep(f"{PREFIX}two.") == 1
+        assert ipc.segments(PREFIX) == a.names()
+    finally:
+        a.close()
+        b.close()
+    assert not ipc.segments(PREFIX)
+
+
+def test_release_from_a_finalizer_on_another_thread_reaches_the_callback():
+    import threading
+
+    calls = []
+    with ipc.SegmentPool(PREFIX, "s") as pool:
+        receiver = ipc.Receiver(lambda seg, lease: calls.append((seg, lease, pool.release(seg, lease))))
+        packed = pool.pack({"t": torch.ones(10)}, "d")
+        box = [receiver.unpack(packed)]
+        t = threading.Thread(target=box.clear)
+        t.start()
+        t.join()
+        wait_until(lambda: calls)
+        assert calls == [(packed.segment, packed.lease, True)]
+        receiver.close()
