@@ -100,6 +100,7 @@ class _Proc:
     holding: set[tuple[str, int]] = field(default_factory=set)
     depths: dict[str, int] = field(default_factory=dict)
     cuda_allocated: int | None = None
+    shm: tuple[int, int, int] = (0, 0, 0)  # its pool's blocks lent, blocks free, bytes
     restarts: int = 0
 
     def describe(self) -> str:
@@ -214,7 +215,7 @@ class Deployment:
             proc.process, proc.conn, proc.pid = process, parent_end, process.pid
             proc.state, proc.building, proc.build_error = "starting", None, None
             proc.in_flight, proc.depths, proc.cuda_allocated = set(), {}, None
-            proc.holding = set()
+            proc.holding, proc.shm = set(), (0, 0, 0)
 
     # -- supervisor loop -------------------------------------------------------------------------
     def _route_forever(self) -> None:
@@ -279,13 +280,13 @@ class Deployment:
             with self._lock:
                 proc.in_flight.discard(msg[1])
         elif kind == "stats":
-            _, latencies, depths, cuda = msg
+            _, latencies, depths, cuda, shm = msg
             with self._lock:
                 for stage, values in latencies.items():
                     hist = self._latency.setdefault(stage, Histogram())
                     for v in values:
                         hist.observe(v)
-                proc.depths, proc.cuda_allocated = depths, cuda
+                proc.depths, proc.cuda_allocated, proc.shm = depths, cuda, shm
         elif kind == "building":
             proc.building = msg[1]
         elif kind == "build_error":
@@ -571,6 +572,17 @@ class Deployment:
                     "# TYPE stage_planner_process_restarts_total counter"]
             out += [f'stage_planner_process_restarts_total{{process="{label(p.name)}"}} '
                     f"{p.restarts}" for p in procs]
+            out += ["# HELP stage_planner_shm_blocks Shared-memory blocks a process sends from, "
+                    "by state (lent: a reader still views it).",
+                    "# TYPE stage_planner_shm_blocks gauge"]
+            for p in procs:
+                for state, n in zip(("lent", "free"), p.shm):
+                    out.append(f'stage_planner_shm_blocks{{process="{label(p.name)}",'
+                               f'state="{state}"}} {n}')
+            out += ["# HELP stage_planner_shm_bytes Size of a process's shared-memory blocks.",
+                    "# TYPE stage_planner_shm_bytes gauge"]
+            out += [f'stage_planner_shm_bytes{{process="{label(p.name)}"}} {p.shm[2]}'
+                    for p in procs]
             cuda = [p for p in procs if p.cuda_allocated is not None]
             if cuda:
                 out += ["# HELP stage_planner_cuda_allocated_bytes torch.cuda.memory_allocated "

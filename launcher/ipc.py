@@ -178,6 +178,12 @@ class SegmentPool:
         with self._lock:
             return {b.name: b.destination for b in self._blocks.values() if b.lease}
 
+    def usage(self) -> tuple[int, int, int]:
+        """(blocks lent, blocks free, bytes of all blocks)."""
+        with self._lock:
+            lent = sum(1 for b in self._blocks.values() if b.lease)
+            return lent, len(self._blocks) - lent, sum(b.size for b in self._blocks.values())
+
     def names(self) -> list[str]:
         with self._lock:
             return sorted(self._blocks)

@@ -163,6 +163,8 @@ class Worker:
                                                    f"(its process is gone?): {exc}")
                     continue
                 self.inboxes[target].put(Envelope(request_id, source, chunk, last, data))
+                # Not kept while waiting for the next message: it would pin a shared block.
+                data = None
             elif msg[0] == "free":
                 self.pool.release(msg[1], msg[2])
             elif msg[0] == "gone":
@@ -226,7 +228,7 @@ class Worker:
         if self.spec.gpu is not None:
             cuda = torch.cuda.memory_allocated(self.spec.gpu)
         depths = {name: q.qsize() for name, q in self.inboxes.items()}
-        self.send("stats", lat, depths, cuda)
+        self.send("stats", lat, depths, cuda, self.pool.usage())
 
     def _follow(self) -> None:
         """Follower rank: run whatever rank 0 broadcasts, in the same order."""
@@ -272,6 +274,9 @@ class Worker:
                 del pending[stale]
             for data, chunk, last in self._join(spec, pending, env):
                 self._invoke(spec, env.request_id, data, chunk, last)
+            # Payloads done with must not stay alive while this thread waits for the next one:
+            # each pins the shared-memory block it arrived in.
+            env = data = None
 
     def _join(self, spec: StageSpec, pending: dict[int, _Inbox], env: Envelope):
         """Yield the stage's inputs once every predecessor has spoken.

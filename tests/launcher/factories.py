@@ -51,3 +51,17 @@ def greedy_vocoder(*, device: str = "cpu", total_gpu_memory_fraction: float | No
                             device=device)
         del block
     return standins.vocoder(size=size, device=device)
+
+
+_HOARD: list = []
+
+
+def hoarding_vocoder(*, size: str = "base"):
+    """The stand-in vocoder, keeping every payload it receives (so their shared blocks stay lent)."""
+    inner = standins.vocoder(size=size)
+
+    def run(payload):
+        _HOARD.append(dict(payload))
+        return inner(payload)
+
+    return run

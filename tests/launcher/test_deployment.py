@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -139,6 +140,54 @@ def test_health_and_metrics_describe_the_running_processes():
         assert 'stage_planner_requests_total{outcome="ok"} 2' in text
         assert 'stage_planner_process_rss_bytes{process="vocoder"}' in text
         assert 'stage_planner_stage_queue_depth{stage="vocoder",process="vocoder"} 0' in text
+
+
+def shm_blocks(d, process):
+    """(lent, free) blocks of `process`'s pool, from the metrics."""
+    text = d.metrics_text()
+    return tuple(int(re.search(rf'stage_planner_shm_blocks{{process="{process}",state="{state}"}} '
+                               r"(\d+)", text).group(1)) for state in ("lent", "free"))
+
+
+def wait_for(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    return value
+
+
+def test_shared_blocks_are_given_back_and_reused_across_requests():
+    with launch(plans.qwen3("vocoder"), device=DEVICE, factory_defaults=TINY) as d:
+        expected = d.synthesize(TEXT, timeout=30)
+        for _ in range(2):
+            d.synthesize(TEXT, timeout=30)
+        _, warm = wait_for(lambda: (b := shm_blocks(d, "pipeline"))[0] == 0 and b[1] > 0 and b)
+        for _ in range(4):
+            assert torch.equal(d.synthesize(TEXT, timeout=30).samples, expected.samples)
+        lent, free = wait_for(lambda: (b := shm_blocks(d, "pipeline"))[0] == 0 and b)
+        assert free <= warm + 2  # reused, not one new block per handoff
+        # The supervisor reads the audio and gives the vocoder's blocks back too.
+        assert wait_for(lambda: (b := shm_blocks(d, "vocoder"))[0] == 0 and b[1] > 0)
+
+
+def test_blocks_a_dead_reader_held_are_given_back_to_their_owner():
+    plan = plans.qwen3("vocoder", vocoder_factory=F + "hoarding_vocoder")
+    with launch(plan, device=DEVICE, factory_defaults=TINY) as d:
+        d.synthesize(TEXT, timeout=30)
+        d.synthesize(TEXT, timeout=30)
+        time.sleep(0.6)  # one stats interval
+        lent, free = shm_blocks(d, "pipeline")
+        assert lent > 0  # the reader keeps the tensors, so their blocks stay lent
+        victim = d.worker_pids()["vocoder"]
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: d.health()["status"] == "ok" and d.worker_pids()["vocoder"] != victim,
+                 timeout=20)
+        assert wait_for(lambda: shm_blocks(d, "pipeline") == (0, lent + free))
+        d.synthesize(TEXT, timeout=30)
+        time.sleep(0.6)
+        again, rest = shm_blocks(d, "pipeline")
+        assert again > 0 and again + rest == lent + free  # reused, none created
 
 
 def test_cuda_request_without_cuda_is_refused_and_auto_says_cpu():
