@@ -57,7 +57,7 @@ _HOARD: list = []
 
 
 def hoarding_vocoder(*, size: str = "base"):
-    """The stand-in vocoder, keeping every payload it receives (so their shared blocks stay lent)."""
+    """The stand-in vocoder, keeping every payload it receives: their shared blocks stay lent."""
     inner = standins.vocoder(size=size)
 
     def run(payload):

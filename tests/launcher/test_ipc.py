@@ -1,5 +1,6 @@
 import gc
 import os
+import threading
 import time
 
 import pytest
@@ -159,11 +160,10 @@ def test_sweep_removes_by_prefix():
 
 
 def test_release_from_a_finalizer_on_another_thread_reaches_the_callback():
-    import threading
-
     calls = []
     with ipc.SegmentPool(PREFIX, "s") as pool:
-        receiver = ipc.Receiver(lambda seg, lease: calls.append((seg, lease, pool.release(seg, lease))))
+        receiver = ipc.Receiver(
+            lambda seg, lease: calls.append((seg, lease, pool.release(seg, lease))))
         packed = pool.pack({"t": torch.ones(10)}, "d")
         box = [receiver.unpack(packed)]
         t = threading.Thread(target=box.clear)
