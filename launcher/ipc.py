@@ -13,6 +13,8 @@ moving the bytes (page faults and syscalls dominate), so blocks live as long as 
 - Each receiving process has a `Receiver`, which maps every block once and hands out tensors that
   are views of the mapping: no copy on receive. When the last view of a handoff dies, the lease is
   given back through the `release` callback, and the owner's pool may reuse the block.
+- A reader that keeps a tensor keeps its block lent, and the owner's pool grows instead (the
+  `stage_planner_shm_blocks` metric shows it): a stage that stores an input should clone it.
 - Leases, not block names, are what gets released: a late or duplicated release of an old lease
   (a request that failed while its message was in flight, a reader that died) can then never free
   a block that has since been lent again.
