@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from planner.plan import GpuUsage, Handoff, Plan, PlannedStage, ProcessGroup, TpProcess, Warning_
+from planner.plan import GpuUsage, Handoff, Plan, PlannedStage, ProcessGroup, TpProcess, PlanWarning
 from planner.problem import SCALE, Problem
 from planner.solver import Assignment
 from planner.topology import tp_rank_names
@@ -17,7 +17,7 @@ def groups_of(problem: Problem, process: dict[str, str]) -> list[tuple[str, tupl
     return [(name, tuple(stages)) for name, stages in members.items()]
 
 
-def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[Warning_, ...], bool]:
+def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning, ...], bool]:
     """The Plan, the fraction warnings, and whether anything differs from the declared topology."""
     pl = problem.pipeline
     stages = []
@@ -82,7 +82,7 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[Warning_, .
         for stage, value in res.fractions:
             spec = pl.stage(stage)
             if spec.fraction is not None and spec.on_gpu and spec.fraction < value - 1e-9:
-                warnings.append(Warning_(
+                warnings.append(PlanWarning(
                     code="fraction-below-recommendation",
                     message=(f"{stage} declares fraction {spec.fraction:g}, below the {value:g} that "
                              f"{pl.name} recommends when {res.edge[0]} -> {res.edge[1]} crosses "

@@ -3,13 +3,14 @@ which model fact, and a hint (with a machine-applicable fix) that removes it."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
 from planner.plan import Diagnostic, Fix
 from planner.problem import SCALE, Problem, to_units
 from planner.requests import assign_flag, isolate_flag
-from planner.rules import Rule
+from planner.rules import RULES, Rule
 from planner.solver import Assignment
 
 
@@ -85,7 +86,8 @@ class Explainer:
 
     def explain(self, core: list[Rule]) -> Diagnostic:
         main = next(r for r in core if r.kind != "request")
-        return getattr(self, "_" + main.kind.replace("-", "_"))(main, core)
+        diagnostic = getattr(self, "_" + main.kind.replace("-", "_"))(main, core)
+        return dataclasses.replace(diagnostic, rule=RULES[main.kind][1])
 
     # -- one method per rule kind ---------------------------------------------------------------
     def _unsafe(self, rule: Rule, core: list[Rule]) -> Diagnostic:

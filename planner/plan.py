@@ -159,6 +159,7 @@ class Diagnostic:
     because: tuple[str, ...] = ()
     hint: str = ""
     fix: Fix | None = None
+    rule: str = ""  # the rule it breaks, as `planner.rules` states it
 
     @property
     def subject(self) -> tuple:
@@ -178,11 +179,12 @@ class Diagnostic:
             "because": list(self.because),
             "hint": self.hint,
             "fix": self.fix.to_dict() if self.fix else None,
+            "rule": self.rule,
         }
 
 
 @dataclass(frozen=True)
-class Warning_:
+class PlanWarning:
     code: str
     message: str
     stage: str | None = None
@@ -200,7 +202,7 @@ class Result:
     status: Status
     changed: bool = False
     plan: Plan | None = None
-    warnings: tuple[Warning_, ...] = ()
+    warnings: tuple[PlanWarning, ...] = ()
     diagnostics: tuple[Diagnostic, ...] = field(default_factory=tuple)
 
     @property

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from planner.cards import Card
 from planner.pipeline import Pipeline
-from planner.plan import Diagnostic, Plan, Result, Warning_
+from planner.plan import Diagnostic, Plan, Result, PlanWarning
 
 BAR_WIDTH = 24
 
@@ -99,7 +99,7 @@ def diagnostic_text(d: Diagnostic) -> Text:
     return t
 
 
-def warning_text(w: Warning_) -> Text:
+def warning_text(w: PlanWarning) -> Text:
     t = Text()
     t.append(f"warning[{w.code}]", style="bold yellow")
     t.append(f": {w.message}")
