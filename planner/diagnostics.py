@@ -12,6 +12,7 @@ from planner.problem import SCALE, Problem, to_units
 from planner.requests import assign_flag, isolate_flag
 from planner.rules import RULES, Rule
 from planner.solver import Assignment
+from planner.topology import tp_rank_names
 
 
 def _q(flags: tuple[str, ...]) -> str:
@@ -219,12 +220,17 @@ class Explainer:
         target = self.p.target
         have = self._fractions_when_requested(g)
         missing = sorted(s for s in self.p.stages_on(g) if s not in have)
-        procs = sorted({target.get(s, s) for s in self.p.stages_on(g) if s in target}
-                       | {n for n, owners in self.p.rank_names.items() for o in owners
-                          if g in pl.stage(o).gpus and n.endswith(f"_tp{pl.stage(o).gpus.index(g)}")})
+        on = self.p.stages_on(g)
+        procs = sorted({target[s] for s in on if s in target}
+                       | {tp_rank_names(pl, s)[pl.stage(s).gpus.index(g)]
+                          for s in on if s in self.p.tp_stages})
         because = self._because_requests(core)
+        if not because:
+            because.append(f"the declared topology already runs {', '.join(procs)} on GPU {g}")
         because.append("placement.require_memory_fraction_for_colocation is true")
-        because.append(f"{pl.name} recommends no fraction for {', '.join(missing)} on this split")
+        if any(r.kind == "request" for r in core):
+            because.append(f"{pl.name} recommends no fraction for {', '.join(missing)} on this "
+                           f"split")
         # Proposed values: the card's own recommendation where it has one, else an even share of
         # what is left under the limit.
         known = {}
