@@ -1,8 +1,9 @@
 """`serve(plan, ...)`: launch a plan, put the HTTP front door on it, run until a signal.
 
-Exit codes: 0 after a clean stop (SIGINT/SIGTERM), `EXIT_LAUNCH_FAILED` (3) when the workers could
-not start, `EXIT_RUNTIME_FAILED` (4) when the deployment gave up (restart limit) or the port could
-not be bound. (1 and 2 belong to `planner solve`'s infeasible and invalid results.)
+Exit codes: 0 after a clean stop (SIGINT/SIGTERM), `EXIT_BAD_ADDRESS` (2) when host:port cannot be
+listened on (checked before any worker starts), `EXIT_LAUNCH_FAILED` (3) when the workers could
+not start, `EXIT_RUNTIME_FAILED` (4) when the deployment gave up (restart limit). (1 and 2 are also
+`planner solve`'s infeasible and invalid results.)
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
@@ -21,6 +23,7 @@ from .errors import LaunchError
 from .http import create_app
 
 EXIT_OK = 0
+EXIT_BAD_ADDRESS = 2
 EXIT_LAUNCH_FAILED = 3
 EXIT_RUNTIME_FAILED = 4
 DRAIN_TIMEOUT_S = 30.0
@@ -46,6 +49,20 @@ class _Server(uvicorn.Server):
                 signal.signal(s, h)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the front door first, so a taken port fails before any worker starts."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port: int = 8000,
           device: str = "auto", *, drain_timeout: float = DRAIN_TIMEOUT_S,
           out: TextIO | None = None, err: TextIO | None = None, **launch_kwargs: Any) -> int:
@@ -55,8 +72,16 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
     """
     out, err = out or sys.stdout, err or sys.stderr
     try:
+        sock = _listen(host, port)
+    except OSError as exc:
+        print(f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); nothing was "
+              "started. Choose a free port with --port N (or --port 0 for any free port).",
+              file=err, flush=True)
+        return EXIT_BAD_ADDRESS
+    try:
         deployment = launch(plan, device, **launch_kwargs)
     except LaunchError as exc:
+        sock.close()
         print(f"error: could not start {plan.model}: {exc}", file=err, flush=True)
         return EXIT_LAUNCH_FAILED
     if deployment.note:
@@ -73,7 +98,7 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
             if server.should_exit:
                 return
             await asyncio.sleep(0.02)
-        bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
+        bound = sock.getsockname()[1]
         procs = ", ".join(deployment.worker_pids())
         print(f"ready: {plan.model} on http://{host}:{bound} "
               f"({plan.process_count()} processes: {procs}; device {deployment.device}); "
@@ -87,7 +112,7 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
     async def run() -> None:
         watcher = asyncio.create_task(announce())
         try:
-            await server.serve()
+            await server.serve(sockets=[sock])
         finally:
             watcher.cancel()
 
@@ -100,6 +125,7 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
             print(f"{server.stop_signal}: draining {deployment.in_flight} in-flight request(s), "
                   "then stopping", file=err, flush=True)
         deployment.close(drain_timeout=drain_timeout)
+        sock.close()
     if deployment.failed.is_set() or not server.started:
         code = EXIT_RUNTIME_FAILED
     return code

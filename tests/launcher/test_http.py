@@ -196,3 +196,19 @@ def test_workers_exit_when_the_server_process_is_killed():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_serve_on_a_taken_port_exits_2_before_starting_workers():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        start = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "planner", "serve", "qwen3-tts", "--port",
+                              str(port)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr and "nothing was started" in out.stderr
+    assert "ready:" not in out.stdout and "Traceback" not in out.stderr
+    assert time.monotonic() - start < 20  # no worker was started and waited for
