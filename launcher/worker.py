@@ -320,7 +320,10 @@ class Worker:
             if self.spec.tp is not None:
                 import torch.distributed as dist
 
-                dist.broadcast_object_list([data], src=0)
+                # Received tensors are views of a shared block; pickling a view would ship the
+                # whole block, so the followers get compact copies of just these tensors.
+                dist.broadcast_object_list([{k: v.clone() if isinstance(v, torch.Tensor) else v
+                                             for k, v in data.items()}], src=0)
             out = fn(data)
             if isinstance(out, Mapping):
                 self._emit(spec, request_id, data, out, chunk, last)
