@@ -341,3 +341,9 @@ def test_tp_ranks_count_as_processes_sharing_a_gpu():
     r = planner.solve(config=cfg)
     assert codes(r) == ["missing-fraction"] and r.diagnostics[0].gpu == 0
     assert r.diagnostics[0].stages == ("reference_encode",)
+
+
+def test_request_errors_do_not_hide_placement_conflicts_of_valid_requests():
+    r = planner.solve("qwen3-tts", isolate_stages=["nope", "preprocessing"])
+    assert r.status == "error" and r.exit_code == 2
+    assert codes(r) == ["unknown-stage", "unsupported-handoff"]
