@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -138,6 +139,13 @@ def _start_server(*args: str) -> tuple[subprocess.Popen, str]:
     return proc, match.group()
 
 
+def _all_exit(pids, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(pid_alive(p) for p in pids)
+
+
 def test_serve_drains_on_sigterm_and_leaves_nothing_running():
     proc, url = _start_server("vocoder", "paced")
     try:
@@ -161,10 +169,7 @@ def test_serve_drains_on_sigterm_and_leaves_nothing_running():
         assert proc.wait(20) == 0
         assert results == [200, 200, 200]
         assert "SIGTERM: draining" in proc.stderr.read()
-        deadline = time.monotonic() + 5
-        while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(pid_alive(p) for p in workers)
+        assert _all_exit(workers, within=5)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -188,10 +193,7 @@ def test_workers_exit_when_the_server_process_is_killed():
         assert all(pid_alive(p) for p in workers)
         proc.kill()
         proc.wait(10)
-        deadline = time.monotonic() + 3
-        while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(pid_alive(p) for p in workers)
+        assert _all_exit(workers, within=3)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -199,8 +201,6 @@ def test_workers_exit_when_the_server_process_is_killed():
 
 
 def test_serve_on_a_taken_port_exits_2_before_starting_workers():
-    import socket
-
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
