@@ -18,6 +18,12 @@ from planner.solver import NearestPlacement, PlacementModel, check_domains
 from planner.topology import declared_baseline
 
 
+def config_error_result(err: ConfigError, variant: str | None = None) -> Result:
+    """A config the planner cannot use, as a Result (exit 2)."""
+    return Result(model=None, variant=variant, status="error",
+                  diagnostics=(_config_diagnostic(err),))
+
+
 def _config_diagnostic(err: ConfigError) -> Diagnostic:
     # The paragraph already says where, what and what is allowed; a separate hint repeats it.
     return Diagnostic(code="invalid-config", message=err.paragraph().rstrip("."),
@@ -31,8 +37,7 @@ def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | N
     try:
         pipeline = load_pipeline(model_path=model_path, config=config, variant=variant)
     except ConfigError as err:
-        return Result(model=None, variant=variant, status="error",
-                      diagnostics=(_config_diagnostic(err),))
+        return config_error_result(err, variant)
     return solve_pipeline(pipeline, isolate_stages, stage_processes)
 
 

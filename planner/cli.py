@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from planner.api import solve_pipeline
+from planner.api import config_error_result, solve_pipeline
 from planner.assemble import build_plan
 from planner.cards import all_cards, load_pipeline
 from planner.errors import ConfigError
@@ -179,10 +179,8 @@ def _solve(args: argparse.Namespace):
     try:
         pipeline = load_pipeline(model_path=args.model_path, config=args.config,
                                  variant=args.variant)
-    except ConfigError:
-        # Let the API turn it into the `invalid-config` diagnostic with the same text.
-        from planner.api import solve
-        return None, solve(model_path=args.model_path, config=args.config, variant=args.variant)
+    except ConfigError as err:
+        return None, config_error_result(err, args.variant)
     return pipeline, solve_pipeline(pipeline, args.isolate_stage, args.stage_process)
 
 

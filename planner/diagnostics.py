@@ -70,9 +70,6 @@ class Explainer:
     def nearest(self) -> Assignment | None:
         return self._nearest()
 
-    def requested_topology(self) -> dict[str, str]:
-        return dict(self.p.target)
-
     def _because_requests(self, core: list[Rule]) -> list[str]:
         out = []
         for rule in core:
@@ -117,13 +114,12 @@ class Explainer:
     def _no_conflict(self, rule: Rule, core: list[Rule]) -> Diagnostic:
         s = rule.stage
         recs = self.p.recommendations.get(s, [])
-        split = [(e, u) for e, u in recs]
-        listed = "; ".join(f"{u / SCALE:g} from {e[0]} -> {e[1]}" for e, u in split)
+        listed = "; ".join(f"{u / SCALE:g} from {e[0]} -> {e[1]}" for e, u in recs)
         because = self._because_requests(core)
         because.append(f"{self.p.pipeline.name} recommends different fractions for {s} on the split "
                        f"handoffs: {listed}")
         hint, fix = _placement_hint(self.p, self.nearest,
-                                    f"split only one of those handoffs")
+                                    "split only one of those handoffs")
         return Diagnostic(
             code="conflicting-recommendation",
             message=f"stage {s} gets conflicting recommended fractions ({listed})",
@@ -174,7 +170,7 @@ class Explainer:
 
     def _one_gpu(self, rule: Rule, core: list[Rule]) -> Diagnostic:
         proc = rule.process
-        members = [s for s, p in self.requested_topology().items() if p == proc]
+        members = [s for s, p in self.p.target.items() if p == proc]
         placed = ", ".join(f"{s} (GPU {self.p.pipeline.stage(s).gpus[0]})"
                            for s in members if self.p.pipeline.stage(s).on_gpu)
         gpus = sorted({self.p.pipeline.stage(s).gpus[0] for s in members
@@ -263,7 +259,7 @@ class Explainer:
         if fused:
             others = sorted(set(others) | {m for f in fused for m in f.process.split(",") if m != s})
         if not others:
-            others = sorted(t for t, p in self.requested_topology().items() if p == proc and t != s)
+            others = sorted(t for t, p in self.p.target.items() if p == proc and t != s)
         because = self._because_requests(core)
         if fused:
             because.append(f"fused_stages binds {', '.join(fused[0].process.split(','))} into one "
