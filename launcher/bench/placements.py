@@ -126,14 +126,10 @@ def parse_placement_option(text: str) -> tuple[str, tuple[str, ...]]:
         raise PlacementError(
             f"--placement {name}: {' '.join(extra)!r} is not a placement flag; only "
             "--isolate-stage STAGE and --stage-process STAGE=PROCESS are allowed there.")
-    flags = tuple(assign_flag(*_split_assignment(a)) for a in parsed.stage_process)
+    # Kept as typed: the solver reports a malformed STAGE=PROCESS with its own diagnostic.
+    flags = tuple(f"--stage-process {a}" for a in parsed.stage_process)
     flags += tuple(isolate_flag(s) for s in parsed.isolate_stage)
     return name, flags
-
-
-def _split_assignment(item: str) -> tuple[str, str]:
-    stage, _, process = item.partition("=")
-    return stage, process  # the solver reports a malformed one with its own diagnostic
 
 
 def user_placement(pipeline: Pipeline, text: str) -> Placement:
