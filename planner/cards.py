@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ import yaml
 from planner.config import CARD_KEYS, build_pipeline, overlay, read_yaml
 from planner.errors import ConfigError, ConfigIssue
 from planner.pipeline import Pipeline
+from planner.provenance import complete_lines, overlay_lines
 
 DEFAULT_VARIANT = "default"
 
@@ -118,7 +119,8 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
                 raise ConfigError(ConfigIssue(
                     source, "name", "a complete pipeline needs a name (or `model:` to overlay a card)",
                     "add e.g. `name: my-pipeline`, or `model: qwen3-tts` to start from a card"))
-            return build_pipeline(user, name=name, variant=DEFAULT_VARIANT, source=source)
+            pipeline = build_pipeline(user, name=name, variant=DEFAULT_VARIANT, source=source)
+            return replace(pipeline, process_lines=complete_lines(pipeline, source, user))
         card = find_card(selector or model_path)  # type: ignore[arg-type]
         if selector and model_path and find_card(model_path).name != card.name:
             raise ConfigError(ConfigIssue(
@@ -126,12 +128,21 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
                 f"{find_card(model_path).name!r}", "drop one of the two"))
         base, chosen = card_pipeline_raw(card, v)
         merged = overlay(base, user, source)
-        return build_pipeline(merged, name=card.name, variant=chosen,
-                              source=f"{source} (over card {card.name})")
+        pipeline = build_pipeline(merged, name=card.name, variant=chosen,
+                                  source=f"{source} (over card {card.name})")
+        return replace(pipeline, process_lines=overlay_lines(
+            pipeline, card.raw["stages"], [*_variant_layer(card, chosen), (source, user)]))
 
     if model_path is None:
         raise ConfigError(ConfigIssue("command line", "", "no model given",
                                       "pass --model-path MODEL (see `planner models`) or --config FILE"))
     card = find_card(model_path)
     base, chosen = card_pipeline_raw(card, variant)
-    return build_pipeline(base, name=card.name, variant=chosen, source=f"card {card.name}")
+    pipeline = build_pipeline(base, name=card.name, variant=chosen, source=f"card {card.name}")
+    return replace(pipeline, process_lines=overlay_lines(
+        pipeline, card.raw["stages"], _variant_layer(card, chosen)))
+
+
+def _variant_layer(card: Card, variant: str) -> list[tuple[str, dict[str, Any]]]:
+    layer = (card.raw.get("variants") or {}).get(variant)
+    return [(f"variant {variant} of card {card.name}", layer)] if layer else []

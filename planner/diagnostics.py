@@ -89,6 +89,8 @@ class Explainer:
 
     # -- one method per rule kind ---------------------------------------------------------------
     def _unsafe(self, rule: Rule, core: list[Rule]) -> Diagnostic:
+        if rule.edge in self.p.declared_unsafe_splits:
+            return self._declared_unsafe(rule)
         u, v = rule.edge
         pl = self.p.pipeline
         reason = pl.unsupported_reason(rule.edge)
@@ -110,6 +112,56 @@ class Explainer:
             message=f"the request splits {u} -> {v}, which {pl.name} does not support across "
                     f"processes",
             stages=(u, v), edge=rule.edge, because=tuple(because), hint=hint, fix=fix)
+
+    def _declared_unsafe(self, rule: Rule) -> Diagnostic:
+        """The config itself splits an unsafe handoff: blame the YAML line(s) that moved a stage,
+        as a request would be blamed, and fix it in the config (or, for one run, with flags)."""
+        u, v = rule.edge
+        p = self.p
+        pl, base = p.pipeline, p.baseline.process
+        lines = {s: pl.process_line(s) for s in (u, v) if pl.process_line(s) is not None}
+        because = [f"{line} puts {s} in process {base[s]}" for s, line in lines.items()]
+        for s in (u, v):
+            if s in lines:
+                continue
+            if s in p.baseline.fused_group:
+                because.append(f"fused_stages puts {s} in process {base[s]} with "
+                               f"{', '.join(m for m in p.baseline.fused_group[s] if m != s)}")
+            else:
+                because.append(f"{s} stays in process {base[s]} as {pl.source} declares")
+        because.append(f"{pl.name} needs {u} -> {v} inside one process: "
+                       f"{pl.unsupported_reason(rule.edge)}")
+        sources = sorted({line.source for line in lines.values()}) or [pl.source]
+        who = " and ".join(sources)
+        message = f"{who} splits {u} -> {v}, which {pl.name} does not support across processes"
+        # Prefer moving what a config line moved and keeping what the card placed.
+        kept = frozenset(s for s in (u, v) if s not in lines and s not in p.request_of)
+        nearest = (self._nearest(kept) if lines and kept else None) or self.nearest
+        if nearest is None:
+            return Diagnostic(code="unsupported-handoff", message=message, stages=(u, v),
+                              edge=rule.edge, because=tuple(because),
+                              hint=f"keep {u} and {v} in one process in {who}")
+        # The fix persists that placement in the config; flags are then no longer needed.
+        moves = {s: nearest.process[s] for s in pl.stage_names
+                 if s in nearest.process and nearest.process[s] != base[s]}
+        # A generated fused-group name exists only while its members disagree: joining it in YAML
+        # means naming it for the members too.
+        declared = {st.process for st in pl.stages}
+        for group in pl.fused_stages:
+            name = base[group[0]]
+            if name in moves.values() and name not in declared:
+                moves.update({m: name for m in group})
+        entries = [{"name": s, "process": moves[s]} for s in pl.stage_names if s in moves]
+        text = "stages:\n" + "\n".join(f"  - {{name: {e['name']}, process: {e['process']}}}"
+                                        for e in entries)
+        flags = placement_flags(p, nearest)
+        hint = f"keep {u} and {v} in one process: set in {who}:\n{text}"
+        if p.requests:
+            hint += "\nand drop the placement flags"
+        hint += f"\nor, for one run, use {_q(flags)}"
+        return Diagnostic(code="unsupported-handoff", message=message, stages=(u, v),
+                          edge=rule.edge, because=tuple(because), hint=hint,
+                          fix=Fix(flags=(), config={"stages": entries}))
 
     def _no_conflict(self, rule: Rule, core: list[Rule]) -> Diagnostic:
         s = rule.stage

@@ -38,6 +38,18 @@ class EdgeResources:
 
 
 @dataclass(frozen=True)
+class ProcessLine:
+    """Where a config set a stage's `process`: the YAML line a declared split is blamed on."""
+
+    source: str  # the config file, "<config>" for a dict, or "card NAME variant V"
+    key: str  # key path, e.g. "stages[0].process"
+    process: str
+
+    def __str__(self) -> str:
+        return f"`{self.key}: {self.process}` in {self.source}"
+
+
+@dataclass(frozen=True)
 class PlacementPolicy:
     max_total_gpu_memory_fraction_per_gpu: float = 1.0
     require_memory_fraction_for_colocation: bool = True
@@ -55,6 +67,9 @@ class Pipeline:
     fused_stages: tuple[tuple[str, ...], ...] = ()
     placement: PlacementPolicy = field(default_factory=PlacementPolicy)
     source: str = ""
+    # Stages whose declared process a config or variant set, away from where the card puts them
+    # (every stage of a complete pipeline): the lines a declared split of an unsafe edge is blamed on.
+    process_lines: tuple[tuple[str, ProcessLine], ...] = ()
 
     def stage(self, name: str) -> StageConfig:
         for s in self.stages:
@@ -99,3 +114,6 @@ class Pipeline:
 
     def role_target(self, alias: str) -> str | None:
         return dict(self.roles).get(alias)
+
+    def process_line(self, stage: str) -> ProcessLine | None:
+        return dict(self.process_lines).get(stage)

@@ -66,6 +66,15 @@ class Problem:
         return tuple(e for e in self.handoffs if not self.crosses_in_baseline(e))
 
     @functools.cached_property
+    def declared_unsafe_splits(self) -> tuple[tuple[str, str], ...]:
+        """Unsafe handoffs the declared topology itself splits (a config or variant moved a stage,
+        or a complete pipeline split its own handoff): checked like a request, never recommended
+        for. Edges touching a TP stage are left out, as for requests."""
+        return tuple(e for e in self.handoffs if not self.touches_tp(e)
+                     and self.crosses_in_baseline(e)
+                     and self.pipeline.unsupported_reason(e) is not None)
+
+    @functools.cached_property
     def recommendations(self) -> dict[str, list[tuple[tuple[str, str], int]]]:
         """GPU stage -> [(edge, fraction units)] from edges that a request may newly split."""
         out: dict[str, list[tuple[tuple[str, str], int]]] = {}

@@ -111,8 +111,9 @@ class PlacementModel:
                     else:
                         m.add_bool_or([~lit, ~(xa if xa is not None else xb)])
 
-        # Handoffs that a request may newly split.
-        for e in p.splittable_edges:
+        # Handoffs that a request may newly split, and unsafe ones the declared topology splits
+        # (a request may join those again).
+        for e in p.splittable_edges + p.declared_unsafe_splits:
             u, v = e
             common = [proc for proc in self.domains[u] if proc in self.domains[v]]
             cross = m.new_bool_var(f"cross[{u},{v}]")

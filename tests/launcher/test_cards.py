@@ -48,3 +48,17 @@ def test_card_serves_identical_audio_in_every_accepted_single_isolation(model):
         assert w.getnframes() == standins.expected_samples(TEXT)
     for other in bodies[1:]:
         assert other == bodies[0]
+
+
+VARIANTS = [(c.name, v) for c in all_cards() for v in c.variants]
+
+
+@pytest.mark.parametrize("card,variant", VARIANTS, ids=[f"{c}-{v}" for c, v in VARIANTS])
+def test_every_card_and_variant_serves_its_declared_topology(card, variant):
+    # The declared topology is what `planner serve MODEL --variant V` runs with no flag: it must
+    # both pass the planner and really serve (a variant that splits process-local state did not).
+    declared = solve(model_path=card, variant=variant)
+    assert declared.ok, [d.message for d in declared.diagnostics]
+    body = _speech(declared.plan, declared.to_dict())
+    with wave.open(io.BytesIO(body)) as w:
+        assert w.getnframes() == standins.expected_samples(TEXT)

@@ -53,7 +53,12 @@ def judge(pl: Pipeline, isolate=(), assign=()) -> Verdict:
 
     newly = []
     for (a, b) in pl.handoffs():
-        if a in tp or b in tp or base.process[a] != base.process[b]:
+        if a in tp or b in tp:
+            continue
+        if base.process[a] != base.process[b]:
+            # The config itself splits it: checked like a request, unless a request joins them.
+            if proc[a] != proc[b] and (a, b) not in pl.process_safe_edges:
+                v.violations.add(("unsupported-handoff", (a, b)))
             continue
         if proc[a] != proc[b]:
             newly.append((a, b))

@@ -43,7 +43,9 @@ SPEC = {
                 ("tts_engine", "tts_engine", [0, 1], 0.72), ("audio_decode", "ming_tts_aux", 0, 0.12)],
         edges={("preprocessing", "reference_encode"): ("next",), ("reference_encode", "tts_engine"): ("next",),
                ("tts_engine", "audio_decode"): ("next",)},
-        safe={("tts_engine", "audio_decode")},
+        # The documented layout splits preprocessing -> reference_encode; with a one-process-per-
+        # rank engine the prepared request travels in the payload, so that handoff is safe here.
+        safe={("preprocessing", "reference_encode"), ("tts_engine", "audio_decode")},
         recs={("tts_engine", "audio_decode"): {"reference_encode": 0.08, "tts_engine": 0.72,
                                                "audio_decode": 0.12}},
         roles={"vocoder": "audio_decode"}),

@@ -26,6 +26,14 @@ def codes(r):
     return [d.code for d in r.diagnostics]
 
 
+def with_fix(cfg, fix):
+    """An overlay config with a hint's YAML applied: one entry per stage, the fix's fields win."""
+    entries = {e["name"]: dict(e) for e in cfg["stages"]}
+    for e in fix.config["stages"]:
+        entries.setdefault(e["name"], {}).update(e)
+    return {**cfg, "stages": list(entries.values())}
+
+
 # -- the specification's worked examples ---------------------------------------------------------
 def test_no_option_returns_the_declared_topology_unchanged():
     r = planner.solve("bosonai/higgs-tts-3-4b")
@@ -187,7 +195,7 @@ def test_over_limit_reports_total_and_limit_with_three_decimals():
     r = planner.solve(config=cfg)
     assert codes(r) == ["over-limit"]
     assert "1.030" in r.diagnostics[0].message and "1.000" in r.diagnostics[0].message
-    fixed = planner.solve(config={**cfg, "stages": cfg["stages"] + r.diagnostics[0].fix.config["stages"]})
+    fixed = planner.solve(config=with_fix(cfg, r.diagnostics[0].fix))
     assert fixed.ok
 
 
@@ -209,9 +217,13 @@ def test_fused_stages_share_a_process_and_cannot_be_split():
     cfg = {"model": "qwen3-tts", "fused_stages": [["tts_engine", "vocoder"]],
            "stages": [{"name": "vocoder", "process": "decoder"}]}
     r = planner.solve(config=cfg)
-    assert groups(r) == [("pipeline", ["preprocessing"]),
-                         ("fused_tts_engine_vocoder", ["tts_engine", "vocoder"])] or \
-        codes(r) == ["unsupported-handoff"]
+    # Fusion takes tts_engine away from preprocessing: the config splits an unsafe handoff.
+    assert codes(r) == ["unsupported-handoff"]
+    assert r.diagnostics[0].edge == ("preprocessing", "tts_engine")
+    assert any("fused_stages puts tts_engine" in b for b in r.diagnostics[0].because)
+    fixed = planner.solve(config=with_fix(cfg, r.diagnostics[0].fix))
+    assert groups(fixed) == [("fused_tts_engine_vocoder",
+                              ["preprocessing", "tts_engine", "vocoder"])]
     cfg2 = {"model": "higgs-tts", "fused_stages": [["tts_engine", "vocoder"]],
             "stages": [{"name": "vocoder", "process": "pipeline"}]}
     r2 = planner.solve(config=cfg2, isolate_stages=["vocoder"])
