@@ -8,7 +8,7 @@ from typing import Any
 
 from planner.assemble import build_plan
 from planner.cards import load_pipeline
-from planner.diagnostics import Explainer
+from planner.diagnostics import Explainer, in_report_order
 from planner.errors import ConfigError
 from planner.pipeline import Pipeline
 from planner.plan import Diagnostic, Result
@@ -52,8 +52,7 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
 
     explainer = Explainer(problem, NearestPlacement(problem))
     placement = [explainer.explain(core) for core in cores]
-    diagnostics = tuple(sorted(parsed.diagnostics, key=Diagnostic.sort_key)) + tuple(
-        sorted(placement, key=Diagnostic.sort_key))
+    diagnostics = in_report_order(parsed.diagnostics) + in_report_order(placement)
     if truncated:
         diagnostics += (Diagnostic(
             code=placement[-1].code, message="more conflicts were found than are listed here",

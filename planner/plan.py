@@ -16,20 +16,6 @@ EXIT_OK = 0
 EXIT_INFEASIBLE = 1
 EXIT_INVALID = 2
 
-REQUEST_CODES = ("invalid-assignment", "unknown-stage", "duplicate-assignment", "tp-stage")
-CONFIG_CODES = ("invalid-config",)
-PLACEMENT_CODES = (
-    "unsupported-handoff",
-    "conflicting-recommendation",
-    "over-limit",
-    "spans-gpus",
-    "process-name-conflict",
-    "missing-fraction",
-    "isolation-conflict",
-)
-# The one order in which diagnostics are reported.
-CODE_ORDER = REQUEST_CODES + CONFIG_CODES + PLACEMENT_CODES
-
 
 @dataclass(frozen=True)
 class Handoff:
@@ -159,15 +145,12 @@ class Diagnostic:
     because: tuple[str, ...] = ()
     hint: str = ""
     fix: Fix | None = None
-    rule: str = ""  # the rule it breaks, as `planner.rules` states it
+    rule: str = ""  # the rule it breaks, as its module in `planner.rules` states it
 
     @property
     def subject(self) -> tuple:
         """What the diagnostic is about; used to sort within one code and to match across runs."""
         return (self.edge or (), self.gpu if self.gpu is not None else -1, self.stages)
-
-    def sort_key(self) -> tuple:
-        return (CODE_ORDER.index(self.code), self.subject)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from planner.problem import Problem
-from planner.rules import PLACEMENT_HARD, Rule
+from planner.problem import Problem, to_units
+from planner.rules import REGISTRY, REQUEST, rank
+from planner.rules.base import Rule
 
 MAX_CORES = 32  # a request with more independent conflicts than this is cut short, and says so
 
@@ -67,17 +68,16 @@ class PlacementModel:
         self._build()
 
     # -- construction ---------------------------------------------------------------------------
-    def _lit(self, rule: Rule) -> cp_model.IntVar:
+    def literal(self, rule: Rule) -> cp_model.IntVar:
+        """A new assumption literal enforcing one rule instance (or one request)."""
         lit = self.model.new_bool_var(f"{rule.kind}:{rule.stage or rule.edge or rule.gpu}")
         self._index_of[lit.index] = len(self.rules)
         self.rules.append(rule)
         self.lits.append(lit)
         return lit
 
-    def _xv(self, stage: str, process: str):
-        return self.x.get((stage, process))
-
     def _build(self) -> None:
+        """The variables every rule shares; then each rule of the registry adds its literals."""
         m, p = self.model, self.problem
         by_process: dict[str, list[str]] = defaultdict(list)
         for s, dom in self.domains.items():
@@ -92,24 +92,8 @@ class PlacementModel:
 
         # Requests: each its own literal, so a core names the flag that caused it.
         for r in p.requests:
-            lit = self._lit(Rule("request", stage=r.stage, process=r.process))
-            m.add_implication(lit, self.x[r.stage, r.process])
-            if r.alone:
-                alone = self._lit(Rule("alone", stage=r.stage, process=r.process))
-                # "Runs alone" is about the process it was asked to run in.
-                for t in by_process[r.process]:
-                    if t != r.stage:
-                        m.add_bool_or([~alone, ~self.x[r.stage, r.process], ~self.x[t, r.process]])
-
-        for group in p.pipeline.fused_stages:
-            lit = self._lit(Rule("fused", stage=group[0], process=",".join(group)))
-            for a, b in zip(group, group[1:]):
-                for proc in set(self.domains[a]) | set(self.domains[b]):
-                    xa, xb = self._xv(a, proc), self._xv(b, proc)
-                    if xa is not None and xb is not None:
-                        m.add(xa == xb).only_enforce_if(lit)
-                    else:
-                        m.add_bool_or([~lit, ~(xa if xa is not None else xb)])
+            m.add_implication(self.literal(Rule(REQUEST, stage=r.stage, process=r.process)),
+                              self.x[r.stage, r.process])
 
         # Handoffs that a request may newly split, and unsafe ones the declared topology splits
         # (a request may join those again).
@@ -127,9 +111,6 @@ class PlacementModel:
                 both.append(b)
             m.add(cross + sum(both) == 1)
             self.cross[e] = cross
-            if p.pipeline.unsupported_reason(e) is not None:
-                lit = self._lit(Rule("unsafe", edge=e))
-                m.add_implication(lit, ~cross)
 
         # Fractions: declared values are constants; recommendations fill the others when their edge
         # newly crosses.
@@ -138,99 +119,44 @@ class PlacementModel:
             if not s.on_gpu:
                 continue
             if s.fraction is not None:
-                self.frac[s.name] = round(s.fraction * 1_000_000)
+                self.frac[s.name] = to_units(s.fraction)
                 self.has[s.name] = True
-            else:
-                by_value: dict[int, list] = defaultdict(list)
-                for e, units in recs.get(s.name, ()):
-                    by_value[units].append(self.cross[e])
-                if not by_value:
-                    self.frac[s.name] = 0
-                    self.has[s.name] = False
-                    continue
-                rvs = []
-                for units, crosses in sorted(by_value.items()):
-                    rv = m.new_bool_var(f"rec[{s.name},{units}]")
-                    m.add_max_equality(rv, crosses)
-                    rvs.append((units, rv))
-                has = m.new_bool_var(f"has[{s.name}]")
-                m.add_max_equality(has, [rv for _, rv in rvs])
-                self.has[s.name] = has
-                self.frac[s.name] = sum(units * rv for units, rv in rvs)
-            # A stage recommended two different values by two split edges is a conflict.
-            items = recs.get(s.name, ())
-            pairs = [(a, b) for i, a in enumerate(items) for b in items[i + 1:] if a[1] != b[1]]
-            if pairs:
-                lit = self._lit(Rule("no-conflict", stage=s.name))
-                for (e1, _), (e2, _) in pairs:
-                    m.add_bool_or([~lit, ~self.cross[e1], ~self.cross[e2]])
+                continue
+            by_value: dict[int, list] = defaultdict(list)
+            for e, units in recs.get(s.name, ()):
+                by_value[units].append(self.cross[e])
+            if not by_value:
+                self.frac[s.name] = 0
+                self.has[s.name] = False
+                continue
+            rvs = []
+            for units, crosses in sorted(by_value.items()):
+                rv = m.new_bool_var(f"rec[{s.name},{units}]")
+                m.add_max_equality(rv, crosses)
+                rvs.append((units, rv))
+            has = m.new_bool_var(f"has[{s.name}]")
+            m.add_max_equality(has, [rv for _, rv in rvs])
+            self.has[s.name] = has
+            self.frac[s.name] = sum(units * rv for units, rv in rvs)
 
-        # GPUs: which processes use each, whether it is shared, its total against the limit.
+        # GPUs: which processes use each.
         self.on: dict[tuple[str, int], cp_model.IntVar] = {}
-        procs_of_gpu: dict[int, list] = {}
+        self.processes_on: dict[int, list] = {}
         for g in p.gpu_ids:
-            on_stages = p.stages_on(g)
-            tp_ranks = sum(1 for s in on_stages if s in p.tp_stages)
             candidates: dict[str, list] = defaultdict(list)
-            for s in on_stages:
-                if s in self.domains:
-                    for proc in self.domains[s]:
-                        candidates[proc].append(self.x[s, proc])
+            for s in p.stages_on(g):
+                for proc in self.domains.get(s, ()):
+                    candidates[proc].append(self.x[s, proc])
             ons = []
             for proc, xs in candidates.items():
                 on = m.new_bool_var(f"on[{proc},{g}]")
                 m.add_max_equality(on, xs)
                 self.on[proc, g] = on
                 ons.append(on)
-            procs_of_gpu[g] = ons
+            self.processes_on[g] = ons
 
-            max_total = 0
-            for s in on_stages:
-                spec = p.pipeline.stage(s)
-                if spec.fraction is not None:
-                    max_total += round(spec.fraction * 1_000_000)
-                else:
-                    max_total += max((u for _, u in recs.get(s, ())), default=0)
-            if max_total > p.limit_units:
-                lit = self._lit(Rule("limit", gpu=g))
-                total = sum(self.frac[s] for s in on_stages)
-                if isinstance(total, int):  # every fraction declared: the rule is simply violated
-                    m.add_bool_or([~lit])
-                else:
-                    m.add(total <= p.limit_units).only_enforce_if(lit)
-
-            lacking = [s for s in on_stages if self.has[s] is not True]
-            if p.pipeline.placement.require_memory_fraction_for_colocation and lacking \
-                    and len(ons) + tp_ranks >= 2:
-                lit = self._lit(Rule("fractions", gpu=g))
-                shared = None
-                if ons:
-                    shared = m.new_bool_var(f"shared[{g}]")
-                    m.add(sum(ons) + tp_ranks <= 1).only_enforce_if(~shared)
-                for s in lacking:
-                    has = self.has[s]
-                    clause = [~lit] + ([~shared] if shared is not None else [])
-                    clause += [has] if has is not False else []
-                    m.add_bool_or(clause)
-
-        # One process, one GPU.
-        gpus_of_proc: dict[str, list] = defaultdict(list)
-        for (proc, g), on in self.on.items():
-            gpus_of_proc[proc].append(on)
-        for proc, ons in sorted(gpus_of_proc.items()):
-            if len(ons) >= 2:
-                lit = self._lit(Rule("one-gpu", process=proc))
-                m.add(sum(ons) <= 1).only_enforce_if(lit)
-
-        # Names: a group may not take a TP rank's name; two TP stages may not share rank names.
-        for name, owners in sorted(p.rank_names.items()):
-            if name in by_process:
-                lit = self._lit(Rule("name", process=name, stage=owners[0]))
-                for s in by_process[name]:
-                    m.add_implication(lit, ~self.x[s, name])
-            if len(owners) > 1:
-                lit = self._lit(Rule("tp-names", process=name, stage=owners[1]))
-                m.add_bool_or([~lit])
+        for kind in REGISTRY:
+            kind.encode(self)
 
     # -- solving --------------------------------------------------------------------------------
     def _solver(self) -> cp_model.CpSolver:
@@ -267,12 +193,12 @@ class PlacementModel:
         Returns (assignment or None, cores, truncated).
         """
         solver = self._solver()
-        requests = [i for i, r in enumerate(self.rules) if r.kind == "request"]
-        rules = [i for i, r in enumerate(self.rules) if r.kind != "request"]
+        requests = [i for i, r in enumerate(self.rules) if r.kind == REQUEST]
+        rules = [i for i, r in enumerate(self.rules) if r.kind != REQUEST]
         if self.feasible(requests + rules, solver):
             return self._assignment(solver), [], False
         broken = sorted(self._broken(requests, rules, solver),
-                        key=lambda i: (self.rules[i].rank(), i))
+                        key=lambda i: (rank(self.rules[i]), i))
         cores = []
         for i in broken[:MAX_CORES]:
             if self.feasible(requests + [i], solver):
@@ -335,8 +261,9 @@ class PlacementModel:
         m, p = self.model, self.problem
         if not getattr(self, "_objective_set", False):
             cost = []
+            hard = {k.kind for k in REGISTRY if k.placement_hard}
             for lit, rule in zip(self.lits, self.rules):
-                if rule.kind in PLACEMENT_HARD:
+                if rule.kind in hard:
                     m.add_bool_or([lit])
                 elif rule.kind == "alone":
                     cost.append(1 - lit)
