@@ -33,7 +33,15 @@ def _config_diagnostic(err: ConfigError) -> Diagnostic:
 def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | None = None,
           variant: str | None = None, isolate_stages: Sequence[str] = (),
           stage_processes: Sequence[str] = ()) -> Result:
-    """Plan the placement of a pipeline under the given requests. Never raises for user mistakes."""
+    """Plan the placement of a pipeline under the given requests. Never raises for user mistakes.
+
+    `isolate_stages` and `stage_processes` are sequences of strings, one per flag, e.g.
+    `isolate_stages=["vocoder"]`, `stage_processes=["vocoder=audio"]`. A bare string is a
+    programming error and raises TypeError (it would otherwise be read one character at a time).
+    Everything a user wrote (config, names, requests) comes back as diagnostics in the Result.
+    """
+    isolate_stages = _requests_arg("isolate_stages", isolate_stages)
+    stage_processes = _requests_arg("stage_processes", stage_processes)
     try:
         pipeline = load_pipeline(model_path=model_path, config=config, variant=variant)
     except ConfigError as err:
@@ -41,8 +49,26 @@ def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | N
     return solve_pipeline(pipeline, isolate_stages, stage_processes)
 
 
+def _requests_arg(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be a list of strings, not a single {type(value).__name__}: "
+                        f"pass [{value!r}]")
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of strings, got {type(value).__name__}") from None
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"{name} must be a list of strings; it holds {item!r} "
+                            f"({type(item).__name__})")
+    return items
+
+
 def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                    stage_processes: Sequence[str] = ()) -> Result:
+    """`solve` for an already loaded Pipeline; the request arguments are checked the same way."""
+    isolate_stages = _requests_arg("isolate_stages", isolate_stages)
+    stage_processes = _requests_arg("stage_processes", stage_processes)
     baseline = declared_baseline(pipeline)
     parsed = parse_requests(pipeline, baseline, tuple(isolate_stages), tuple(stage_processes))
     problem = Problem(pipeline=pipeline, baseline=baseline, requests=parsed.requests,

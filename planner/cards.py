@@ -62,8 +62,10 @@ def all_cards() -> tuple[Card, ...]:
     return tuple(cards)
 
 
-def find_card(model_path: str) -> Card:
-    """Card name, model path or architecture; exact match first, then case-insensitive."""
+def find_card(model_path: str, source: str = "--model-path", key: str = "") -> Card:
+    """Card name, model path or architecture; exact match first, then case-insensitive.
+
+    `source` and `key` say where the selector was written, for the error: a flag or a file's key."""
     cards = all_cards()
     for card in cards:
         if model_path in card.selectors:
@@ -73,17 +75,20 @@ def find_card(model_path: str) -> Card:
         if folded in (s.casefold() for s in card.selectors):
             return card
     known = ", ".join(c.name for c in cards)
+    other = ("describe the pipeline in a YAML file and pass --config FILE"
+             if source.startswith("--") else "drop `model:` and describe the whole pipeline with `name:` and `stages:`")
     raise ConfigError(ConfigIssue(
-        "--model-path", "", f"no built-in model card matches {model_path!r}",
+        source, key, f"no built-in model card matches {model_path!r}",
         f"use a card name ({known}), one of its model paths or architectures (see `planner models`),"
-        f" or describe the pipeline in a YAML file and pass --config FILE"))
+        f" or {other}"))
 
 
-def card_pipeline_raw(card: Card, variant: str | None) -> tuple[dict[str, Any], str]:
+def card_pipeline_raw(card: Card, variant: str | None, source: str = "--variant",
+                      key: str = "") -> tuple[dict[str, Any], str]:
     chosen = variant or card.default_variant
     if chosen not in card.variants:
         raise ConfigError(ConfigIssue(
-            "--variant", "", f"model card {card.name!r} has no variant {chosen!r}",
+            source, key, f"model card {card.name!r} has no variant {chosen!r}",
             f"its variants are: {', '.join(card.variants)}"))
     base = {k: v for k, v in card.raw.items() if k not in CARD_KEYS}
     layer = (card.raw.get("variants") or {}).get(chosen) or {}
@@ -105,10 +110,15 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
 
     if user is not None:
         selector = user.get("model")
-        if selector is not None and not isinstance(selector, str):
+        if selector is not None and (not isinstance(selector, str) or not selector.strip()):
             raise ConfigError(ConfigIssue(source, "model", f"got {selector!r}",
                                           "a card name, model path or architecture string"))
+        if user.get("variant") is not None and not isinstance(user["variant"], str):
+            raise ConfigError(ConfigIssue(source, "variant", f"got {user['variant']!r}",
+                                          "the name of one of the card's variants"))
+        # A flag wins over the file; an error blames whichever of the two was used.
         v = variant or user.get("variant")
+        v_blame = ("--variant", "") if variant else (source, "variant")
         if selector is None and model_path is None:
             # A complete pipeline of its own.
             if "variant" in user:
@@ -121,12 +131,13 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
                     "add e.g. `name: my-pipeline`, or `model: qwen3-tts` to start from a card"))
             pipeline = build_pipeline(user, name=name, variant=DEFAULT_VARIANT, source=source)
             return replace(pipeline, process_lines=complete_lines(pipeline, source, user))
-        card = find_card(selector or model_path)  # type: ignore[arg-type]
+        card = (find_card(selector, source, "model") if selector
+                else find_card(model_path))  # type: ignore[arg-type]
         if selector and model_path and find_card(model_path).name != card.name:
             raise ConfigError(ConfigIssue(
                 source, "model", f"selects card {card.name!r} but --model-path selects "
                 f"{find_card(model_path).name!r}", "drop one of the two"))
-        base, chosen = card_pipeline_raw(card, v)
+        base, chosen = card_pipeline_raw(card, v, *v_blame)
         merged = overlay(base, user, source)
         pipeline = build_pipeline(merged, name=card.name, variant=chosen,
                                   source=f"{source} (over card {card.name})")

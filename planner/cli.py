@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 
 from planner.api import config_error_result, solve_pipeline
 from planner.assemble import build_plan
@@ -38,7 +39,8 @@ def _console(stderr: bool = False) -> Console:
 
 
 def _err(message: str) -> int:
-    _console(stderr=True).print(f"[bold red]error:[/] {message}", markup=True)
+    # The message quotes what the user wrote, which must not be read as rich markup.
+    _console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
     return EXIT_INVALID
 
 
@@ -59,6 +61,15 @@ def _add_placement_args(p: argparse.ArgumentParser) -> None:
                         "`vocoder` works too)")
     p.add_argument("--stage-process", action="append", default=[], metavar="STAGE=PROCESS",
                    help="place STAGE in PROCESS; repeat one PROCESS to group stages (repeatable)")
+
+
+def _port(text: str) -> int:
+    """argparse type of --port: a TCP port, checked before anything starts."""
+    port = int(text) if text.isascii() and text.isdigit() else -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a TCP port; give a number from 0 to 65535 (0 picks any free port)")
+    return port
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,8 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "the placement is invalid.")
     _add_model_args(p, positional=True)
     _add_placement_args(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on: 127.0.0.1 (default, this machine only), 0.0.0.0 "
+                        "(all interfaces) or a name that resolves to an address of this machine")
+    p.add_argument("--port", type=_port, default=8000,
+                   help="TCP port, 0 to 65535 (default 8000; 0 picks any free port)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
 
     _add_bench_parser(sub)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,26 +44,133 @@ STAGE_KEYS = (
 )
 PLACEMENT_KEYS = ("max_total_gpu_memory_fraction_per_gpu", "require_memory_fraction_for_colocation")
 
+# Names travel into flags (`--stage-process STAGE=PROCESS`), DOT, tables, metrics labels and output
+# folders, so they keep to a set that needs no quoting anywhere. A process name may also hold `=`:
+# `--stage-process STAGE=PROCESS` splits at the first `=` only.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_PROCESS_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=-]*")
+NAME_CHARS = "ASCII letters, digits, '_', '-' and '.', not starting with '-' or '.'"
+PROCESS_NAME_CHARS = ("ASCII letters, digits, '_', '-', '.' and '=', not starting with '-', '.' "
+                      "or '='")
+
+
+def name_problem(value: Any, *, process: bool = False) -> str | None:
+    """Why `value` cannot be a stage, role, pipeline (or, with process=True, process) name."""
+    if not isinstance(value, str):
+        return f"got {_describe(value)}, not a name"
+    if not (_PROCESS_NAME if process else _NAME).fullmatch(value):
+        return f"{value!r} is not a valid name" if value else "is empty"
+    return None
+
+
+def key_path(parent: str, key: Any) -> str:
+    """`parent.key`; a key that is not a plain name is quoted, so a path stays one readable line."""
+    part = key if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_.=-]+", key) else repr(key)
+    return f"{parent}.{part}" if parent else part
+
+
+def _describe(value: Any) -> str:
+    """A value as the YAML author would recognise it, with its type when that is the surprise."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, dict):
+        return f"a mapping {_short(value)}"
+    if isinstance(value, list):
+        return f"a list {_short(value)}"
+    return f"a {type(value).__name__} {_short(value)}"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _check_name(value: Any, source: str, key: str, issues: list[ConfigIssue], what: str,
+                *, process: bool = False) -> bool:
+    problem = name_problem(value, process=process)
+    if problem is None:
+        return True
+    allowed = f"a {what} name uses {PROCESS_NAME_CHARS if process else NAME_CHARS}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        allowed += f"; quote a number to use it as a name, e.g. '{value}'"
+    issues.append(ConfigIssue(source, key, problem, allowed))
+    return False
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping gives one key twice; plain YAML would silently keep the last."""
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error."""
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise DuplicateKeyError("while constructing a mapping", node.start_mark,
+                                                f"key {key!r} is given twice", key_node.start_mark)
+                    seen.add(key)
+                except TypeError:
+                    pass  # an unhashable key: the base class says so with its line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _where(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read one YAML file into a dict; malformed YAML names the line."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data_bytes = p.read_bytes()
     except OSError as exc:
         raise ConfigError(
             ConfigIssue(str(path), "", f"cannot read the file ({exc.strerror or exc})",
                         "pass an existing YAML file with --config")
         ) from None
     try:
-        data = yaml.safe_load(text)
+        text = data_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data_bytes.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            ConfigIssue(str(path), "", f"is not UTF-8 text (byte 0x{data_bytes[exc.start]:02x} on "
+                                       f"line {line} cannot be decoded)",
+                        "save the file as UTF-8")
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as exc:
+        raise ConfigError(
+            ConfigIssue(str(path), "", f"{exc.problem} at {_where(exc.problem_mark)}",
+                        "give each key once in a mapping (YAML would keep only the last)")
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = " ".join((getattr(exc, "problem", None) or str(exc)).split())
         raise ConfigError(
-            ConfigIssue(str(path), "", f"malformed YAML at {where}: {problem}",
+            ConfigIssue(str(path), "", f"malformed YAML at {_where(mark)}: {problem}",
                         "fix the YAML syntax there (indentation, a missing ':' or an unclosed bracket)")
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - PyYAML's constructors raise ValueError and others
+        # e.g. `2001-13-01` is read as a date and fails; `!!float abc` fails to convert.
+        raise ConfigError(
+            ConfigIssue(str(path), "", f"a value cannot be read ({type(exc).__name__}: "
+                                       f"{' '.join(str(exc).split())})",
+                        "quote values that only look like dates or numbers, and fix or drop "
+                        "explicit !! tags")
         ) from None
     if data is None:
         data = {}
@@ -77,7 +185,7 @@ def check_keys(data: dict[str, Any], allowed: dict[str, str] | tuple[str, ...], 
     for k in data:
         if k not in allowed:
             names = ", ".join(sorted(allowed))
-            issues.append(ConfigIssue(source, f"{key}.{k}" if key else str(k), "unknown key",
+            issues.append(ConfigIssue(source, key_path(key, k), "unknown key",
                                       f"allowed keys here: {names}"))
 
 
@@ -87,12 +195,17 @@ def overlay(base: dict[str, Any], layer: dict[str, Any], source: str) -> dict[st
     out = copy.deepcopy(base)
     base_stages = {s.get("name"): s for s in out.get("stages", []) if isinstance(s, dict)}
     for key, value in layer.items():
+        if key == "name" and value is not None:
+            _check_name(value, source, "name", issues, "pipeline")
         if key in ("model", "variant", "name", "description"):
             continue  # selection keys, not pipeline content
         if key == "stages":
             if not isinstance(value, list):
-                issues.append(ConfigIssue(source, "stages", "must be a list of stage entries"))
+                issues.append(ConfigIssue(source, "stages", f"got {_describe(value)}",
+                                          "a list of stage entries, e.g. "
+                                          "- {name: vocoder, process: vocoder}"))
                 continue
+            given: dict[str, int] = {}
             for i, entry in enumerate(value):
                 if not isinstance(entry, dict) or "name" not in entry:
                     issues.append(ConfigIssue(source, f"stages[{i}]",
@@ -100,6 +213,18 @@ def overlay(base: dict[str, Any], layer: dict[str, Any], source: str) -> dict[st
                                               "e.g. - {name: vocoder, process: vocoder}"))
                     continue
                 name = entry["name"]
+                if not isinstance(name, str):
+                    issues.append(ConfigIssue(source, f"stages[{i}].name",
+                                              f"got {_describe(name)}",
+                                              "the name of one of the model's stages"))
+                    continue
+                if name in given:
+                    issues.append(ConfigIssue(source, f"stages[{i}].name",
+                                              f"stage {name!r} is already changed by "
+                                              f"stages[{given[name]}]",
+                                              "give each stage one entry holding all its changes"))
+                    continue
+                given[name] = i
                 target = base_stages.get(name)
                 if target is None:
                     known = ", ".join(str(n) for n in base_stages)
@@ -145,18 +270,39 @@ def _as_name_list(value: Any, source: str, key: str, issues: list[ConfigIssue]) 
         return (value,)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    issues.append(ConfigIssue(source, key, f"got {value!r}", "a stage name or a list of stage names"))
+    issues.append(ConfigIssue(source, key, f"got {_describe(value)}",
+                              "a stage name or a list of stage names"))
     return ()
+
+
+_FRACTION_ALLOWED = "a GPU memory fraction is a number greater than 0 and at most 1, e.g. 0.10"
+# PyYAML resolves YAML 1.1 floats, which need a '.': `1e-1` and `1E-2` are read as strings.
+_EXPONENT_WITHOUT_DOT = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
 
 
 def _fraction(value: Any, source: str, key: str, issues: list[ConfigIssue]) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) \
-            or not 0 < value <= 1:
+    if isinstance(value, str):
+        # A number that YAML read as text: say so, and how to write it, instead of "out of range".
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+        if number is not None and math.isfinite(number):
+            why = ("YAML reads exponent notation without a '.' as text"
+                   if _EXPONENT_WITHOUT_DOT.fullmatch(value.strip()) else "it is quoted")
+            issues.append(ConfigIssue(source, key,
+                                      f"got the string {value!r}, not a number ({why})",
+                                      f"write the number unquoted, e.g. {number!r}"))
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        issues.append(ConfigIssue(source, key, f"got {_describe(value)}, not a number",
+                                  _FRACTION_ALLOWED))
+        return None
+    if math.isnan(value) or not 0 < value <= 1:
         issues.append(ConfigIssue(source, key, f"fraction {value!r} is outside (0, 1]",
-                                  "a GPU memory fraction is a number greater than 0 and at most 1,"
-                                  " e.g. 0.10"))
+                                  _FRACTION_ALLOWED))
         return None
     return float(value)
 
@@ -164,7 +310,8 @@ def _fraction(value: Any, source: str, key: str, issues: list[ConfigIssue]) -> f
 def _edge(value: Any, source: str, key: str, stages: set[str],
           issues: list[ConfigIssue]) -> tuple[str, str] | None:
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-        issues.append(ConfigIssue(source, key, f"got {value!r}", "an edge is [source, target]"))
+        issues.append(ConfigIssue(source, key, f"got {_describe(value)}",
+                                  "an edge is [source, target]"))
         return None
     for name in value:
         if name not in stages:
@@ -177,19 +324,22 @@ def _edge(value: Any, source: str, key: str, stages: set[str],
 def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageConfig | None:
     key = f"stages[{i}]"
     if not isinstance(raw, dict):
-        issues.append(ConfigIssue(source, key, f"got {raw!r}", "each stage is a mapping with a name"))
+        issues.append(ConfigIssue(source, key, f"got {_describe(raw)}",
+                                  "each stage is a mapping with a name"))
         return None
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        issues.append(ConfigIssue(source, f"{key}.name", "missing or not a string",
-                                  "every stage needs a name"))
+    if "name" not in raw:
+        issues.append(ConfigIssue(source, f"{key}.name", "missing", "every stage needs a name"))
+        return None
+    name = raw["name"]
+    if not _check_name(name, source, f"{key}.name", issues, "stage"):
         return None
     key = f"stages[name={name}]"
     check_keys(raw, STAGE_KEYS, source, key, issues)
 
     tp = raw.get("tp_size", 1)
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        issues.append(ConfigIssue(source, f"{key}.tp_size", f"got {tp!r}", "a positive integer"))
+        issues.append(ConfigIssue(source, f"{key}.tp_size", f"got {_describe(tp)}",
+                                  "a positive integer"))
         tp = 1
 
     gpu = raw.get("gpu")
@@ -197,7 +347,7 @@ def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageCon
     if gpu is None:
         gpus = ()
     elif isinstance(gpu, bool):
-        issues.append(ConfigIssue(source, f"{key}.gpu", f"got {gpu!r}",
+        issues.append(ConfigIssue(source, f"{key}.gpu", f"got {_describe(gpu)}",
                                   "a GPU id (int), a list of ids for tensor parallelism, or null"))
     elif isinstance(gpu, int):
         if tp > 1:
@@ -215,16 +365,17 @@ def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageCon
             issues.append(ConfigIssue(source, f"{key}.gpu", f"repeats a GPU id in {list(gpus)}",
                                       "each tensor-parallel rank needs its own GPU"))
     else:
-        issues.append(ConfigIssue(source, f"{key}.gpu", f"got {gpu!r}",
+        issues.append(ConfigIssue(source, f"{key}.gpu", f"got {_describe(gpu)}",
                                   "a GPU id (int), a list of ids for tensor parallelism, or null"))
     if any(g < 0 for g in gpus):
         issues.append(ConfigIssue(source, f"{key}.gpu", "GPU ids cannot be negative"))
 
     process = raw.get("process")
-    if process is not None and (not isinstance(process, str) or not process.strip()):
-        issues.append(ConfigIssue(source, f"{key}.process", f"got {process!r}",
-                                  "a non-empty process name"))
-        process = None
+    if isinstance(process, str):
+        process = process.strip()
+    if process is not None and not _check_name(process, source, f"{key}.process", issues,
+                                               "process", process=True):
+        process = ""  # reported; not "missing" as well
     if process is None and tp == 1:
         issues.append(ConfigIssue(source, f"{key}.process", "missing",
                                   f"every stage with tp_size 1 declares its process, e.g. "
@@ -232,7 +383,8 @@ def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageCon
 
     terminal = raw.get("terminal", False)
     if not isinstance(terminal, bool):
-        issues.append(ConfigIssue(source, f"{key}.terminal", f"got {terminal!r}", "true or false"))
+        issues.append(ConfigIssue(source, f"{key}.terminal", f"got {_describe(terminal)}",
+                                  "true or false"))
         terminal = False
     nxt = _as_name_list(raw.get("next"), source, f"{key}.next", issues)
     if terminal and nxt:
@@ -241,27 +393,35 @@ def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageCon
 
     factory = raw.get("factory")
     if factory is not None and (not isinstance(factory, str) or ":" not in factory):
-        issues.append(ConfigIssue(source, f"{key}.factory", f"got {factory!r}",
+        issues.append(ConfigIssue(source, f"{key}.factory", f"got {_describe(factory)}",
                                   "a 'package.module:callable' string"))
         factory = None
-    args = raw.get("args") or {}
-    if not isinstance(args, dict):
-        issues.append(ConfigIssue(source, f"{key}.args", f"got {args!r}",
+    args = raw.get("args")
+    if args is None:
+        args = {}
+    elif not isinstance(args, dict):
+        issues.append(ConfigIssue(source, f"{key}.args", f"got {_describe(args)}",
                                   "a mapping of keyword arguments for the factory"))
+        args = {}
+    elif any(not isinstance(k, str) for k in args):
+        bad_key = next(k for k in args if not isinstance(k, str))
+        issues.append(ConfigIssue(source, f"{key}.args", f"has the key {_describe(bad_key)}",
+                                  "keyword argument names are strings (quote such a key)"))
         args = {}
 
     fraction = None
     runtime = raw.get("runtime")
     if runtime is not None:
         if not isinstance(runtime, dict):
-            issues.append(ConfigIssue(source, f"{key}.runtime", f"got {runtime!r}",
+            issues.append(ConfigIssue(source, f"{key}.runtime", f"got {_describe(runtime)}",
                                       "a mapping with resources"))
         else:
             check_keys(runtime, ("resources",), source, f"{key}.runtime", issues)
             res = runtime.get("resources")
             if res is not None:
                 if not isinstance(res, dict):
-                    issues.append(ConfigIssue(source, f"{key}.runtime.resources", f"got {res!r}",
+                    issues.append(ConfigIssue(source, f"{key}.runtime.resources",
+                                              f"got {_describe(res)}",
                                               "a mapping with total_gpu_memory_fraction"))
                 else:
                     check_keys(res, ("total_gpu_memory_fraction",), source,
@@ -272,7 +432,7 @@ def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageCon
 
     return StageConfig(
         name=name,
-        process=process.strip() if isinstance(process, str) else None,
+        process=process or None,
         gpus=gpus,
         tp_size=tp,
         next=nxt,
@@ -290,6 +450,8 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
     """Validate a merged raw config and return the Pipeline, or raise ConfigError with every issue."""
     issues: list[ConfigIssue] = []
     check_keys(raw, {**PIPELINE_KEYS, **(extra_keys or {})}, source, "", issues)
+    if raw.get("name") is not None:
+        _check_name(raw["name"], source, "name", issues, "pipeline")
 
     raw_stages = raw.get("stages")
     if not isinstance(raw_stages, list) or not raw_stages:
@@ -337,30 +499,47 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
         pass
     handoffs = set(graph.edges)
 
-    roles_raw = raw.get("roles") or {}
+    roles_raw = {} if raw.get("roles") is None else raw["roles"]
     roles: list[tuple[str, str]] = []
     if not isinstance(roles_raw, dict):
-        issues.append(ConfigIssue(source, "roles", f"got {roles_raw!r}", "a mapping alias -> stage"))
+        issues.append(ConfigIssue(source, "roles", f"got {_describe(roles_raw)}",
+                                  "a mapping alias -> stage"))
     else:
         for alias, target in roles_raw.items():
-            if target not in names:
-                issues.append(ConfigIssue(source, f"roles.{alias}", f"names unknown stage {target!r}",
+            if not _check_name(alias, source, key_path("roles", alias), issues, "role"):
+                continue
+            if not isinstance(target, str):
+                issues.append(ConfigIssue(source, key_path("roles", alias),
+                                          f"got {_describe(target)}",
+                                          "a role names one stage, e.g. vocoder: vocoder"))
+            elif target not in names:
+                issues.append(ConfigIssue(source, key_path("roles", alias),
+                                          f"names unknown stage {target!r}",
                                           f"the stages are: {', '.join(sorted(names))}"))
             else:
-                roles.append((str(alias), target))
+                roles.append((alias, target))
 
     def edges_of(key: str, items: Any) -> list[tuple[int, Any]]:
         if items is None:
             return []
         if not isinstance(items, list):
-            issues.append(ConfigIssue(source, key, f"got {items!r}", "a list"))
+            issues.append(ConfigIssue(source, key, f"got {_describe(items)}", "a list"))
             return []
         return list(enumerate(items))
 
+    def listed_twice(e: tuple[str, str], key: str, first: dict[tuple[str, str], str]) -> bool:
+        if e in first:
+            issues.append(ConfigIssue(source, key, f"{e[0]} -> {e[1]} is listed twice",
+                                      f"keep one entry for it (the other is {first[e]})"))
+            return True
+        first[e] = key
+        return False
+
     safe: set[tuple[str, str]] = set()
+    safe_at: dict[tuple[str, str], str] = {}
     for i, item in edges_of("process_safe_edges", raw.get("process_safe_edges")):
         e = _edge(item, source, f"process_safe_edges[{i}]", names, issues)
-        if e is None:
+        if e is None or listed_twice(e, f"process_safe_edges[{i}]", safe_at):
             continue
         if e not in handoffs:
             issues.append(ConfigIssue(source, f"process_safe_edges[{i}]",
@@ -370,14 +549,16 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
         safe.add(e)
 
     reasons: list[tuple[tuple[str, str], str]] = []
+    unsupported_at: dict[tuple[str, str], str] = {}
     for i, item in edges_of("unsupported_edges", raw.get("unsupported_edges")):
         key = f"unsupported_edges[{i}]"
         if not isinstance(item, dict) or "edge" not in item:
-            issues.append(ConfigIssue(source, key, f"got {item!r}", "{edge: [a, b], reason: '...'}"))
+            issues.append(ConfigIssue(source, key, f"got {_describe(item)}",
+                                      "{edge: [a, b], reason: '...'}"))
             continue
         check_keys(item, ("edge", "reason"), source, key, issues)
         e = _edge(item["edge"], source, f"{key}.edge", names, issues)
-        if e is None:
+        if e is None or listed_twice(e, f"{key}.edge", unsupported_at):
             continue
         if e not in handoffs:
             issues.append(ConfigIssue(source, f"{key}.edge",
@@ -390,31 +571,34 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
             reasons.append((e, str(item.get("reason") or "it carries process-local state")))
 
     resources: list[EdgeResources] = []
+    resources_at: dict[tuple[str, str], str] = {}
     for i, item in edges_of("process_edge_resources", raw.get("process_edge_resources")):
         key = f"process_edge_resources[{i}]"
         if not isinstance(item, dict) or "edge" not in item or "fractions" not in item:
-            issues.append(ConfigIssue(source, key, f"got {item!r}",
+            issues.append(ConfigIssue(source, key, f"got {_describe(item)}",
                                       "{edge: [a, b], fractions: {stage: 0.1, ...}}"))
             continue
         check_keys(item, ("edge", "fractions"), source, key, issues)
         e = _edge(item["edge"], source, f"{key}.edge", names, issues)
-        if e is not None and e not in handoffs:
+        if e is not None and listed_twice(e, f"{key}.edge", resources_at):
+            e = None
+        elif e is not None and e not in handoffs:
             issues.append(ConfigIssue(source, f"{key}.edge",
                                       f"{e[0]} -> {e[1]} is not a handoff of this pipeline"))
             e = None
         fr = item["fractions"]
         if not isinstance(fr, dict) or not fr:
-            issues.append(ConfigIssue(source, f"{key}.fractions", f"got {fr!r}",
+            issues.append(ConfigIssue(source, f"{key}.fractions", f"got {_describe(fr)}",
                                       "a mapping stage -> fraction"))
             continue
         pairs: list[tuple[str, float]] = []
         for st, val in fr.items():
             if st not in names:
-                issues.append(ConfigIssue(source, f"{key}.fractions.{st}",
+                issues.append(ConfigIssue(source, key_path(f"{key}.fractions", st),
                                           f"recommendation names unknown stage {st!r}",
                                           f"the stages are: {', '.join(sorted(names))}"))
                 continue
-            v = _fraction(val, source, f"{key}.fractions.{st}", issues)
+            v = _fraction(val, source, key_path(f"{key}.fractions", st), issues)
             if v is not None:
                 pairs.append((st, v))
         if e is not None:
@@ -425,7 +609,13 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
     for i, item in edges_of("fused_stages", raw.get("fused_stages")):
         key = f"fused_stages[{i}]"
         if not (isinstance(item, list) and len(item) >= 2 and all(isinstance(x, str) for x in item)):
-            issues.append(ConfigIssue(source, key, f"got {item!r}", "a list of two or more stages"))
+            issues.append(ConfigIssue(source, key, f"got {_describe(item)}",
+                                      "a list of two or more stages"))
+            continue
+        twice = [x for x in dict.fromkeys(item) if item.count(x) > 1]
+        if twice:
+            issues.append(ConfigIssue(source, key, f"names stage {twice[0]!r} twice",
+                                      "list each stage once; a fused group has two or more stages"))
             continue
         bad = [x for x in item if x not in names]
         if bad:
@@ -450,12 +640,12 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
             continue
         in_fused.update(item)
         order = [s.name for s in stages]
-        fused.append(tuple(sorted(dict.fromkeys(item), key=order.index)))
+        fused.append(tuple(sorted(item, key=order.index)))
 
-    pol_raw = raw.get("placement") or {}
+    pol_raw = {} if raw.get("placement") is None else raw["placement"]
     policy = PlacementPolicy()
     if not isinstance(pol_raw, dict):
-        issues.append(ConfigIssue(source, "placement", f"got {pol_raw!r}", "a mapping"))
+        issues.append(ConfigIssue(source, "placement", f"got {_describe(pol_raw)}", "a mapping"))
     else:
         check_keys(pol_raw, PLACEMENT_KEYS, source, "placement", issues)
         limit = pol_raw.get("max_total_gpu_memory_fraction_per_gpu", 1.0)
@@ -463,7 +653,7 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
         req = pol_raw.get("require_memory_fraction_for_colocation", True)
         if not isinstance(req, bool):
             issues.append(ConfigIssue(source, "placement.require_memory_fraction_for_colocation",
-                                      f"got {req!r}", "true or false"))
+                                      f"got {_describe(req)}", "true or false"))
             req = True
         policy = PlacementPolicy(limit_v if limit_v is not None else 1.0, req)
 

@@ -131,7 +131,11 @@ def result_json(result: Result) -> str:
 
 
 def _dot_id(s: str) -> str:
-    return '"' + s.replace('"', '\\"') + '"'
+    """A DOT double-quoted string. Names are validated upstream; this keeps any text well-formed:
+    a backslash or quote cannot end the string early, and a line break cannot split a statement."""
+    out = s.replace("\\", "\\\\").replace('"', '\\"')
+    out = out.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
+    return '"' + "".join(c if c.isprintable() else " " for c in out) + '"'
 
 
 def plan_dot(plan: Plan, pipeline: Pipeline | None = None) -> str:

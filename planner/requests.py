@@ -6,8 +6,10 @@ reported at once, and the valid ones still go to the solver.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from planner.config import PROCESS_NAME_CHARS, name_problem
 from planner.pipeline import Pipeline
 from planner.plan import Diagnostic, Fix
 from planner.topology import Baseline
@@ -62,6 +64,11 @@ def _unknown(pipeline: Pipeline, typed: str, flag: str) -> Diagnostic:
     )
 
 
+def _safe_name(text: str) -> str:
+    """`text` with every character a process name cannot hold replaced by '_'."""
+    return re.sub(r"[^A-Za-z0-9_.=-]", "_", text).lstrip("-.=") or "process"
+
+
 def parse_requests(pipeline: Pipeline, baseline: Baseline, isolate_stages: tuple[str, ...] | list[str],
                    stage_processes: tuple[str, ...] | list[str]) -> ParsedRequests:
     diags: list[Diagnostic] = []
@@ -83,6 +90,16 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline, isolate_stages: tuple
                 because=("--stage-process reads left to right: place STAGE in PROCESS",),
                 hint=f"write it as `--stage-process {stage_part or 'vocoder'}="
                      f"{proc_part or 'vocoder'}`",
+            ))
+            continue
+        bad_name = name_problem(proc_part, process=True)
+        if bad_name is not None:
+            diags.append(Diagnostic(
+                code="invalid-assignment",
+                message=f"`{flag}` names process {proc_part!r}, which is not a valid process name",
+                stages=(stage_part,),
+                because=(f"a process name uses {PROCESS_NAME_CHARS}",),
+                hint=f"write it as `--stage-process {stage_part}={_safe_name(proc_part)}`",
             ))
             continue
         stage = resolve(pipeline, stage_part)

@@ -2,13 +2,18 @@
 the planner never crashes, agrees with the plain-Python oracle, every `ok` plan satisfies every rule,
 and every reported core is minimal."""
 
+import json
+
+import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import planner
 from planner.cards import load_pipeline
+from planner.config import CARD_KEYS, PIPELINE_KEYS, PLACEMENT_KEYS, STAGE_KEYS
 from planner.errors import ConfigError
 from planner.problem import Problem
+from planner.render import result_json
 from planner.requests import options_from_flags
 from planner.requests import parse_requests
 from planner.solver import PlacementModel, check_domains
@@ -159,3 +164,106 @@ def test_applying_a_hint_removes_its_diagnostic(data):
                               stage_processes=a)
         assert (d.code, d.subject) not in {(x.code, x.subject) for x in again.diagnostics}, (
             d, again.diagnostics)
+
+
+# -- any config document: a result or one `invalid-config` paragraph, never an exception ----------
+SCHEMA_KEYS = sorted({*PIPELINE_KEYS, *CARD_KEYS, *STAGE_KEYS, *PLACEMENT_KEYS, "resources",
+                      "total_gpu_memory_fraction", "edge", "fractions", "reason"})
+ODD_STRINGS = ["", " ", 'a"b', "c\\d", "e\nf", "[/x]", "{", "- x", "1e-1", "0.1", "5",
+               "2001-13-01", "~", "null", "yes", "é", "\x00", "\t", "=", "a=b", "qwen3-tts",
+               "vocoder", "tts_engine", "preprocessing", "pipeline", "default", "nosuch"]
+# Hand-written documents that stress the YAML reader itself (tags, anchors, dates, duplicates).
+ODD_DOCUMENTS = [
+    "a: 2001-13-01\n", "a: !!float abc\n", "a: !!timestamp x\n", "a: !!binary 123\n",
+    "a: !!python/name:os.system\n", "&a [*a]\n", "model: qwen3-tts\nstages: &s [*s]\n",
+    "name: x\nroles: &r {a: *r}\nstages: [{name: a, process: p}]\n", "a: 1\na: 2\n",
+    "? [a]\n: 1\n", "model: qwen3-tts\nstages: [\n", "\t- x\n", "%YAML 9.9\n---\na: 1\n",
+    "--- a\n--- b\n", "base: &b {process: p}\nname: x\nstages: [{<<: *b, name: a}]\n",
+]
+
+keys = st.sampled_from(SCHEMA_KEYS) | st.sampled_from(ODD_STRINGS) | st.text(max_size=6) \
+    | st.integers(-3, 3) | st.none() | st.booleans() | st.floats(allow_nan=False)
+scalars = st.none() | st.booleans() | st.integers(-2, 2) | st.integers() \
+    | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(ODD_STRINGS) \
+    | st.text(max_size=10) | st.sampled_from([0.1, 0.5, 1.0, 1.5, 0, -1])
+yaml_values = st.recursive(
+    scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(keys, kids, max_size=4),
+    max_leaves=20)
+top_levels = st.dictionaries(st.sampled_from(sorted(PIPELINE_KEYS)) | keys, yaml_values, max_size=6)
+
+
+def _assert_result_or_one_paragraph(r):
+    assert r.status in ("ok", "infeasible", "error")
+    assert json.loads(result_json(r))  # always serialisable
+    if r.status == "error":
+        assert [d.code for d in r.diagnostics] == ["invalid-config"], r.diagnostics
+        message = r.diagnostics[0].message
+        assert message and "\n" not in message and "\r" not in message, message
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(doc=st.one_of(top_levels, yaml_values, st.binary(max_size=40),
+                     st.sampled_from(ODD_DOCUMENTS)))
+def test_any_config_document_gives_a_result_or_one_paragraph(tmp_path, doc):
+    path = tmp_path / "cfg.yaml"
+    if isinstance(doc, bytes):
+        path.write_bytes(doc)
+    elif isinstance(doc, str) and doc in ODD_DOCUMENTS:
+        path.write_text(doc, encoding="utf-8")
+    else:
+        path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+        if isinstance(doc, dict):
+            _assert_result_or_one_paragraph(planner.solve(config=doc))
+    _assert_result_or_one_paragraph(planner.solve(config=path))
+
+
+CARD_STAGES = ["preprocessing", "tts_engine", "vocoder"]
+FRACTIONS = [0.05, 0.1, 0.85, 1.0, "0.1", "1e-1", 0, 2, None, float("nan"), True]
+# For each real key: values near the valid ones (so some overlays are accepted) or anything at all.
+STAGE_VALUES = {
+    "process": st.sampled_from(["pipeline", "vocoder", "a=b", "", " p ", 'a"b', 5, None]),
+    "gpu": st.sampled_from([None, 0, 1, [0], [0, 1], [1, 1], -1, True, "0"]),
+    "tp_size": st.sampled_from([1, 2, 0, "2", 1.5]),
+    "next": st.sampled_from(CARD_STAGES + [[], ["vocoder", "vocoder"], "zz", None]),
+    "stream_to": st.sampled_from([["vocoder"], "tts_engine", [1], None]),
+    "wait_for": st.sampled_from([["preprocessing"], ["vocoder"], "zz", None]),
+    "terminal": st.sampled_from([True, False, "yes", None]),
+    "factory": st.sampled_from(["launcher.standins:vocoder", "nocolon", None, 3]),
+    "args": st.sampled_from([{}, {"a": 1}, {1: "a"}, {None: 1}, None, [1]]),
+    "runtime": st.sampled_from(FRACTIONS).map(
+        lambda f: {"resources": {"total_gpu_memory_fraction": f}}),
+}
+PIPELINE_VALUES = {
+    "roles": st.sampled_from([{"v": "vocoder"}, {"v": ["a", "b"]}, {"v w": "vocoder"}, {1: "x"}]),
+    "fused_stages": st.sampled_from([[["tts_engine", "vocoder"]], [["vocoder", "vocoder"]],
+                                     [["vocoder"]], [["zz", "vocoder"]]]),
+    "process_safe_edges": st.sampled_from([[["tts_engine", "vocoder"]], [["vocoder", "zz"]],
+                                           [["tts_engine", "vocoder"]] * 2, [[1, 2]]]),
+    "process_edge_resources": st.sampled_from(FRACTIONS).map(lambda f: [
+        {"edge": ["tts_engine", "vocoder"], "fractions": {"vocoder": f}}]),
+    "placement": st.sampled_from(FRACTIONS).map(
+        lambda f: {"max_total_gpu_memory_fraction_per_gpu": f}),
+    "variant": st.sampled_from(["default"] * 4 + ["nosuch", 5]),
+}
+
+
+def mostly(plausible, other=yaml_values):
+    """Three draws in four from `plausible`, the rest from `other`."""
+    return st.integers(0, 3).flatmap(lambda i: plausible if i else other)
+
+
+stage_entries = st.fixed_dictionaries(
+    {"name": mostly(st.sampled_from(CARD_STAGES), st.sampled_from(ODD_STRINGS) | keys)},
+    optional={**{k: mostly(v) for k, v in STAGE_VALUES.items()}, "colour": yaml_values})
+overlays = st.fixed_dictionaries(
+    {"model": st.just("qwen3-tts"),
+     "stages": mostly(st.lists(stage_entries, max_size=3, unique_by=lambda e: repr(e["name"])),
+                      st.lists(stage_entries, max_size=3))},
+    optional={k: mostly(v) for k, v in PIPELINE_VALUES.items()})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cfg=overlays)
+def test_any_overlay_on_a_card_gives_a_result_or_one_paragraph(cfg):
+    _assert_result_or_one_paragraph(planner.solve(config=cfg))
