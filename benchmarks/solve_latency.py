@@ -17,7 +17,7 @@ import time
 from datetime import date
 
 import planner
-from planner.cards import all_cards
+from planner import all_cards
 
 
 def timed(fn, repeat: int) -> list[float]:

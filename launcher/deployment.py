@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from planner.plan import Plan
+from planner import Plan
 
 from . import ipc, worker
 from .audio import SAMPLE_RATE, Audio

@@ -1,16 +1,52 @@
 """stage-planner: plan where the stages of a model-serving pipeline run, before anything starts.
 
     >>> import planner
-    >>> result = planner.solve(model_path="qwen3-tts", isolate_stages=["vocoder"])
+    >>> result = planner.solve("qwen3-tts", requests=[planner.Isolate("vocoder")])
     >>> result.status, [g.name for g in result.plan.groups]
     ('ok', ['pipeline', 'vocoder'])
+
+This module is the public API: the CLI, the launcher, the bench and `planner tune` use only what
+`__all__` lists. Everything else under `planner.` is internal and may change.
 """
 
-from planner.api import solve, solve_pipeline
-from planner.cards import all_cards, find_card, load_pipeline
-from planner.errors import ConfigError
+from planner.api import declared_plan, load, solve, solve_pipeline
+from planner.cards import Card, all_cards, find_card
+from planner.errors import ConfigError, ConfigIssue
 from planner.graph import build_graph
-from planner.plan import Diagnostic, Plan, Result
+from planner.pipeline import Pipeline, StageConfig
+from planner.placements import (
+    MAX_ENUMERATED_UNITS,
+    FeasiblePlacement,
+    TooManyPlacements,
+    feasible_placements,
+)
+from planner.plan import (
+    Assign,
+    Diagnostic,
+    Fix,
+    GpuUsage,
+    Handoff,
+    Isolate,
+    Plan,
+    PlannedStage,
+    PlanWarning,
+    ProcessGroup,
+    Request,
+    Result,
+    TpProcess,
+)
+from planner.render.dicts import request_dict, request_from_dict
+from planner.render.flags import command_line, flag, flags, from_options
+from planner.render.flags import parse as parse_flags
+from planner.topology import tp_rank_names
 
-__all__ = ["solve", "solve_pipeline", "load_pipeline", "all_cards", "find_card", "build_graph",
-           "ConfigError", "Diagnostic", "Plan", "Result"]
+load_pipeline = load  # the name the API had before `load`; kept for scripts that use it
+
+__all__ = [
+    "MAX_ENUMERATED_UNITS", "Assign", "Card", "ConfigError", "ConfigIssue", "Diagnostic",
+    "FeasiblePlacement", "Fix", "GpuUsage", "Handoff", "Isolate", "Pipeline", "Plan",
+    "PlanWarning", "PlannedStage", "ProcessGroup", "Request", "Result", "StageConfig",
+    "TooManyPlacements", "TpProcess", "all_cards", "build_graph", "command_line", "declared_plan",
+    "feasible_placements", "find_card", "flag", "flags", "from_options", "load", "load_pipeline",
+    "parse_flags", "request_dict", "request_from_dict", "solve", "solve_pipeline", "tp_rank_names",
+]

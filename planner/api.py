@@ -11,10 +11,11 @@ from planner.cards import load_pipeline
 from planner.diagnostics import Explainer, in_report_order
 from planner.errors import ConfigError
 from planner.pipeline import Pipeline
-from planner.plan import Diagnostic, Result
-from planner.problem import Problem
+from planner.plan import Assign, Diagnostic, Isolate, Plan, Request, Result
+from planner.problem import Problem, to_units
+from planner.render.flags import from_options
 from planner.requests import parse_requests
-from planner.solver import NearestPlacement, PlacementModel, check_domains
+from planner.solver import Assignment, NearestPlacement, PlacementModel, check_domains
 from planner.topology import declared_baseline
 
 
@@ -32,24 +33,32 @@ def _config_diagnostic(err: ConfigError) -> Diagnostic:
 
 def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | None = None,
           variant: str | None = None, isolate_stages: Sequence[str] = (),
-          stage_processes: Sequence[str] = ()) -> Result:
+          stage_processes: Sequence[str] = (), requests: Sequence[Request] = ()) -> Result:
     """Plan the placement of a pipeline under the given requests. Never raises for user mistakes.
 
-    `isolate_stages` and `stage_processes` are sequences of strings, one per flag, e.g.
-    `isolate_stages=["vocoder"]`, `stage_processes=["vocoder=audio"]`. A bare string is a
-    programming error and raises TypeError (it would otherwise be read one character at a time).
-    Everything a user wrote (config, names, requests) comes back as diagnostics in the Result.
+    Requests are typed (`requests=[Isolate("vocoder"), Assign("tts_engine", "engine")]`) or given
+    as the flags' values: `isolate_stages=["vocoder"]`, `stage_processes=["vocoder=audio"]` (one
+    string per flag; assignments are read first, then isolations, then `requests`). A bare string
+    where a sequence is expected is a programming error and raises TypeError (it would otherwise
+    be read one character at a time). Everything a user wrote (config, names, requests) comes back
+    as diagnostics in the Result.
     """
-    isolate_stages = _requests_arg("isolate_stages", isolate_stages)
-    stage_processes = _requests_arg("stage_processes", stage_processes)
+    given = _requests(isolate_stages, stage_processes, requests)
     try:
-        pipeline = load_pipeline(model_path=model_path, config=config, variant=variant)
+        pipeline = load(model_path=model_path, config=config, variant=variant)
     except ConfigError as err:
         return config_error_result(err, variant)
-    return solve_pipeline(pipeline, isolate_stages, stage_processes)
+    return solve_pipeline(pipeline, requests=given)
 
 
-def _requests_arg(name: str, value: Any) -> tuple[str, ...]:
+def load(model_path: str | None = None, config: str | Path | dict[str, Any] | None = None,
+         variant: str | None = None) -> Pipeline:
+    """The validated pipeline of a card (name, model path or architecture), a config overlay on
+    one, or a complete pipeline config. Raises ConfigError (one paragraph) for anything invalid."""
+    return load_pipeline(model_path=model_path, config=config, variant=variant)
+
+
+def _strings(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{name} must be a list of strings, not a single {type(value).__name__}: "
                         f"pass [{value!r}]")
@@ -64,13 +73,24 @@ def _requests_arg(name: str, value: Any) -> tuple[str, ...]:
     return items
 
 
+def _requests(isolate_stages: Any, stage_processes: Any, requests: Any) -> tuple[Request, ...]:
+    if isinstance(requests, (Isolate, Assign, str, bytes)):
+        raise TypeError(f"requests must be a list of Isolate/Assign, not a single "
+                        f"{type(requests).__name__}: pass [{requests!r}]")
+    typed = tuple(requests)
+    for item in typed:
+        if not isinstance(item, (Isolate, Assign)):
+            raise TypeError(f"requests must hold Isolate or Assign values; it holds {item!r}")
+    return from_options(_strings("isolate_stages", isolate_stages),
+                        _strings("stage_processes", stage_processes)) + typed
+
+
 def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
-                   stage_processes: Sequence[str] = ()) -> Result:
+                   stage_processes: Sequence[str] = (), requests: Sequence[Request] = ()) -> Result:
     """`solve` for an already loaded Pipeline; the request arguments are checked the same way."""
-    isolate_stages = _requests_arg("isolate_stages", isolate_stages)
-    stage_processes = _requests_arg("stage_processes", stage_processes)
+    given = _requests(isolate_stages, stage_processes, requests)
     baseline = declared_baseline(pipeline)
-    parsed = parse_requests(pipeline, baseline, tuple(isolate_stages), tuple(stage_processes))
+    parsed = parse_requests(pipeline, baseline, given)
     problem = Problem(pipeline=pipeline, baseline=baseline, requests=parsed.requests,
                       any_option=parsed.any_option)
     model = PlacementModel(problem, check_domains(problem))
@@ -96,3 +116,15 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
     plan, warnings, changed = build_plan(problem, assignment)
     return Result(model=pipeline.name, variant=pipeline.variant, status="ok", changed=changed,
                   plan=plan, warnings=warnings, diagnostics=diagnostics)
+
+
+def declared_plan(pipeline: Pipeline) -> Plan:
+    """The declared topology as a Plan, as it is, without checking it (what `planner show`
+    draws; `solve` with no request checks it)."""
+    baseline = declared_baseline(pipeline)
+    problem = Problem(pipeline=pipeline, baseline=baseline, requests=(), any_option=False)
+    fractions = {s.name: (to_units(s.fraction) if s.fraction is not None else None)
+                 for s in pipeline.stages if s.on_gpu}
+    plan, _, _ = build_plan(problem, Assignment(process=dict(baseline.process),
+                                                fraction_units=fractions, alone_kept=set()))
+    return plan

@@ -14,17 +14,14 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from planner.api import config_error_result, solve_pipeline
-from planner.assemble import build_plan
+from planner.api import config_error_result, declared_plan, solve_pipeline
 from planner.cards import all_cards, load_pipeline
 from planner.errors import ConfigError
 from planner.plan import EXIT_INVALID, EXIT_OK
-from planner.problem import Problem, to_units
-from planner.render import (
-    models_dict, plan_dot, render_models, render_result, render_show, result_json, show_dict,
-)
-from planner.solver import Assignment
-from planner.topology import declared_baseline
+from planner.render.dicts import models_dict, result_json, show_dict
+from planner.render.dot import plan_dot
+from planner.render.flags import from_options
+from planner.render.text import render_models, render_result, render_show
 
 FORMATS = ("table", "json", "dot")
 
@@ -158,16 +155,6 @@ def _add_bench_parser(sub) -> None:
                         "factories that take no `size` ignore it")
 
 
-def _declared_plan(pipeline):
-    baseline = declared_baseline(pipeline)
-    problem = Problem(pipeline=pipeline, baseline=baseline, requests=(), any_option=False)
-    fr = {s.name: (to_units(s.fraction) if s.fraction is not None else None)
-          for s in pipeline.stages if s.on_gpu}
-    plan, _, _ = build_plan(problem, Assignment(process=dict(baseline.process),
-                                                fraction_units=fr, alone_kept=set()))
-    return plan
-
-
 def cmd_models(args: argparse.Namespace) -> int:
     cards = all_cards()
     if args.format == "json":
@@ -179,7 +166,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     pipeline = load_pipeline(model_path=args.model_path, config=args.config, variant=args.variant)
-    plan = _declared_plan(pipeline)
+    plan = declared_plan(pipeline)
     if args.format == "json":
         print(json.dumps(show_dict(pipeline, plan), indent=2))
     elif args.format == "dot":
@@ -195,7 +182,8 @@ def _solve(args: argparse.Namespace):
                                  variant=args.variant)
     except ConfigError as err:
         return None, config_error_result(err, args.variant)
-    return pipeline, solve_pipeline(pipeline, args.isolate_stage, args.stage_process)
+    return pipeline, solve_pipeline(
+        pipeline, requests=from_options(args.isolate_stage, args.stage_process))
 
 
 def cmd_solve(args: argparse.Namespace) -> int:

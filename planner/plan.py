@@ -121,18 +121,49 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class Isolate:
+    """Run `stage` (a stage or role name) in a process of its own: `--isolate-stage STAGE`."""
+
+    stage: str
+
+
+@dataclass(frozen=True)
+class Assign:
+    """Place `stage` (a stage or role name) in `process`: `--stage-process STAGE=PROCESS`.
+
+    `text` keeps what was typed after `--stage-process` when the request came from a flag, so
+    that messages quote it exactly (also when it is malformed: no '=', an empty part)."""
+
+    stage: str
+    process: str
+    text: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def parse(cls, text: str) -> Assign:
+        """`STAGE=PROCESS`, split at the first '=' and stripped; a malformed text is kept as typed
+        and reported by the planner as `invalid-assignment`."""
+        stage, _, process = text.partition("=")
+        return cls(stage.strip(), process.strip(), text=text)
+
+    @property
+    def has_separator(self) -> bool:
+        return self.text is None or "=" in self.text
+
+
+Request = Isolate | Assign
+
+
+@dataclass(frozen=True)
 class Fix:
     """A machine-applicable form of a hint, so that tests (and tools) can apply it.
 
-    `flags` replaces the placement flags of the command that produced the diagnostic
+    `requests` replaces the placement requests of the command that produced the diagnostic
     (None: leave them as they are); `config` is a YAML overlay to add to the config.
     """
 
-    flags: tuple[str, ...] | None = None
+    requests: tuple[Request, ...] | None = None
     config: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"flags": None if self.flags is None else list(self.flags), "config": self.config}
 
 
 @dataclass(frozen=True)
@@ -146,24 +177,12 @@ class Diagnostic:
     hint: str = ""
     fix: Fix | None = None
     rule: str = ""  # the rule it breaks, as its module in `planner.rules` states it
+    conflict: Any = None  # the typed conflict (`planner.conflicts`) the prose was rendered from
 
     @property
     def subject(self) -> tuple:
         """What the diagnostic is about; used to sort within one code and to match across runs."""
         return (self.edge or (), self.gpu if self.gpu is not None else -1, self.stages)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "message": self.message,
-            "stages": list(self.stages),
-            "edge": list(self.edge) if self.edge else None,
-            "gpu": self.gpu,
-            "because": list(self.because),
-            "hint": self.hint,
-            "fix": self.fix.to_dict() if self.fix else None,
-            "rule": self.rule,
-        }
 
 
 @dataclass(frozen=True)
@@ -171,9 +190,6 @@ class PlanWarning:
     code: str
     message: str
     stage: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "stage": self.stage}
 
 
 @dataclass(frozen=True)
@@ -197,45 +213,7 @@ class Result:
         return {"ok": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "error": EXIT_INVALID}[self.status]
 
     def to_dict(self) -> dict[str, Any]:
-        plan = self.plan if self.ok else None
-        return {
-            "model": self.model,
-            "variant": self.variant,
-            "status": self.status,
-            "changed": self.changed,
-            "groups": [
-                {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed}
-                for g in (plan.groups if plan else ())
-            ],
-            "tp_processes": _tp_dict(plan),
-            "stages": [
-                {
-                    "name": s.name,
-                    "process": s.process,
-                    "gpu": s.gpu,
-                    "tp_size": s.tp_size,
-                    "fraction": s.fraction,
-                    "fraction_source": s.fraction_source,
-                }
-                for s in (plan.stages if plan else ())
-            ],
-            "gpus": [
-                {
-                    "id": g.id,
-                    "total": g.total,
-                    "limit": g.limit,
-                    "processes": list(g.processes),
-                    "missing_fraction": list(g.missing_fraction),
-                }
-                for g in (plan.gpus if plan else ())
-            ],
-            "warnings": [w.to_dict() for w in self.warnings],
-            "diagnostics": [d.to_dict() for d in self.diagnostics],
-        }
+        """Exactly the `--format json` output."""
+        from planner.render.dicts import result_dict  # rendering lives apart from the values
 
-
-def _tp_dict(plan: Plan | None) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for p in plan.tp_processes if plan else ():
-        out.setdefault(p.stage, []).append(p.name)
-    return out
+        return result_dict(self)

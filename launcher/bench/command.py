@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from launcher.http import MAX_INPUT_CHARS
-from planner.cards import load_pipeline
+import planner
 
 from .charts import write_charts
 from .loadgen import MODE
@@ -97,7 +97,7 @@ def command_line(args: argparse.Namespace, output: Path) -> list[str]:
 def run_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
     _check(args)
     config = str(Path(args.config).resolve()) if args.config else None
-    pipeline = load_pipeline(model_path=args.model_path, config=config, variant=args.variant)
+    pipeline = planner.load(model_path=args.model_path, config=config, variant=args.variant)
     try:
         placements, notes = choose(pipeline, args.placement,
                                    (args.max or 0) if args.all_feasible else None)

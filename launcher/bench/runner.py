@@ -10,6 +10,8 @@ from typing import Protocol
 
 import httpx
 
+import planner
+
 from .loadgen import Load, Sample, run_load
 from .measure import (
     GpuSampler, ideal_throughput, process_peaks, settled_metrics, stage_profile,
@@ -39,7 +41,8 @@ class Settings:
 
     def server_spec(self, placement: Placement) -> ServerSpec:
         return ServerSpec(model_path=self.model_path, config=self.config, variant=self.variant,
-                          flags=placement.flags, device=self.device,
+                          requests=tuple(planner.request_dict(r) for r in placement.requests),
+                          device=self.device,
                           stand_in_size=self.stand_in_size)
 
 

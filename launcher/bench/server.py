@@ -1,6 +1,6 @@
 """One placement served over HTTP in a child process, as `planner serve` would serve it.
 
-The child re-solves the same flags (the solver is deterministic) and runs `launcher.serve.serve`
+The child re-solves the same requests (the solver is deterministic) and runs `launcher.serve.serve`
 on a free port; its ready line gives the port. Run as `python -m launcher.bench.server SPEC_JSON`.
 """
 
@@ -32,7 +32,7 @@ class ServerSpec:
     model_path: str | None
     config: str | None
     variant: str | None
-    flags: tuple[str, ...]
+    requests: tuple[dict, ...]  # placement requests as `planner.request_dict` writes them
     device: str
     stand_in_size: str | None  # offered to stand-in factories as `size`; None = their default
 
@@ -120,13 +120,11 @@ class Server:
 def _main(raw: str) -> int:
     import planner
     from launcher.serve import serve
-    from planner.requests import options_from_flags
 
     fields = json.loads(raw)
-    spec = ServerSpec(**{**fields, "flags": tuple(fields["flags"])})
-    isolate, assign = options_from_flags(spec.flags)
+    spec = ServerSpec(**{**fields, "requests": tuple(fields["requests"])})
     result = planner.solve(model_path=spec.model_path, config=spec.config, variant=spec.variant,
-                           isolate_stages=isolate, stage_processes=assign)
+                           requests=[planner.request_from_dict(r) for r in spec.requests])
     if not result.ok:
         first = result.diagnostics[0].message if result.diagnostics else result.status
         print(f"error: placement does not solve: {first}", file=sys.stderr, flush=True)

@@ -7,40 +7,41 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from planner.plan import Fix
+from planner.plan import Assign, Fix, Isolate, Request
 from planner.problem import Problem, to_units
-from planner.requests import assign_flag, isolate_flag
+from planner.render.flags import flags
 from planner.rules.base import Rule
 
 if TYPE_CHECKING:
     from planner.solver import Assignment
 
 
-def quoted(flags: tuple[str, ...]) -> str:
-    return "`" + " ".join(flags) + "`"
+def quoted(requests: tuple[Request, ...]) -> str:
+    return "`" + " ".join(flags(requests)) + "`"
 
 
-def placement_flags(problem: Problem, a: Assignment) -> tuple[str, ...]:
-    """The flags that produce assignment `a` from the declared topology."""
-    flags = []
+def placement_requests(problem: Problem, a: Assignment) -> tuple[Request, ...]:
+    """The requests that produce assignment `a` from the declared topology."""
+    out: list[Request] = []
     for s in problem.pipeline.stage_names:
         if s not in a.process:
             continue
         r = problem.request_of.get(s)
         if r is not None and r.alone and s in a.alone_kept and a.process[s] == r.process:
-            flags.append(isolate_flag(r.typed))
+            out.append(Isolate(r.typed))
         elif a.process[s] != problem.baseline.process[s]:
-            flags.append(assign_flag(s, a.process[s]))
-    return tuple(flags)
+            out.append(Assign(s, a.process[s]))
+    return tuple(out)
 
 
 def placement_hint(problem: Problem, nearest: Assignment | None, what: str) -> tuple[str, Fix | None]:
     if nearest is None:
         return (f"no placement near this request avoids the conflict; {what}", None)
-    flags = placement_flags(problem, nearest)
-    if not flags:
-        return (f"{what}: drop the placement flags (the declared topology is valid)", Fix(flags=()))
-    return (f"{what}: run with {quoted(flags)} instead", Fix(flags=flags))
+    requests = placement_requests(problem, nearest)
+    if not requests:
+        return (f"{what}: drop the placement flags (the declared topology is valid)",
+                Fix(requests=()))
+    return (f"{what}: run with {quoted(requests)} instead", Fix(requests=requests))
 
 
 def yaml_fractions(values: dict[str, float]) -> tuple[str, dict]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from planner.plan import Diagnostic, Fix
 from planner.rules.base import Rule, RuleKind
-from planner.rules.context import Explanation, placement_flags, placement_hint, quoted
+from planner.rules.context import Explanation, placement_requests, placement_hint, quoted
 
 CODE = "unsupported-handoff"
 STATEMENT = "a handoff the model does not declare process-safe stays in one process"
@@ -39,7 +39,7 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
         if along is not None:
             names = ", ".join(sorted(moved))
             hint += (f"; or, to keep {names} where you asked, move the partner along: "
-                     f"{quoted(placement_flags(ctx.problem, along))}")
+                     f"{quoted(placement_requests(ctx.problem, along))}")
     return Diagnostic(
         code=CODE,
         message=f"the request splits {u} -> {v}, which {pl.name} does not support across "
@@ -90,9 +90,9 @@ def _declared(ctx: Explanation, rule: Rule) -> Diagnostic:
     hint = f"keep {u} and {v} in one process: set in {who}:\n{text}"
     if p.requests:
         hint += "\nand drop the placement flags"
-    hint += f"\nor, for one run, use {quoted(placement_flags(p, nearest))}"
+    hint += f"\nor, for one run, use {quoted(placement_requests(p, nearest))}"
     return Diagnostic(code=CODE, message=message, stages=(u, v), edge=rule.edge,
-                      because=tuple(because), hint=hint, fix=Fix(flags=(), config={"stages": entries}))
+                      because=tuple(because), hint=hint, fix=Fix(requests=(), config={"stages": entries}))
 
 
 RULE = RuleKind(kind="unsafe", codes=(CODE,), statement=STATEMENT, placement_hard=True,

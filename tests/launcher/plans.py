@@ -5,7 +5,7 @@ Also used from a subprocess (`python -m tests.launcher.plans ...` is not needed:
 
 from __future__ import annotations
 
-from planner.plan import GpuUsage, Handoff, Plan, PlannedStage, ProcessGroup, TpProcess
+from planner import GpuUsage, Handoff, Plan, PlannedStage, ProcessGroup, TpProcess
 
 S = "launcher.standins:"
 LOCAL = (("prepared_requests", "process_local"),)
@@ -103,6 +103,6 @@ def _assemble(model, stages, edges) -> Plan:
 
 def topology(plan: Plan) -> dict:
     """The JSON a CLI would pass to /v1/topology (shape of `Result.to_dict()` for an ok plan)."""
-    from planner.plan import Result
+    from planner import Result
 
     return Result(plan.model, plan.variant, "ok", plan=plan).to_dict()

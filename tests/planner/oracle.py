@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.pipeline import Pipeline
+from planner.render.flags import from_options
 from planner.requests import parse_requests
 from planner.topology import declared_baseline, tp_rank_names
 
@@ -33,7 +34,7 @@ class Verdict:
 
 def judge(pl: Pipeline, isolate=(), assign=()) -> Verdict:
     base = declared_baseline(pl)
-    parsed = parse_requests(pl, base, tuple(isolate), tuple(assign))
+    parsed = parse_requests(pl, base, from_options(isolate, assign))
     v = Verdict(request_errors={d.code for d in parsed.diagnostics})
     tp = {s.name for s in pl.stages if s.is_tp}
     proc = dict(base.process)
@@ -66,7 +67,7 @@ def judge(pl: Pipeline, isolate=(), assign=()) -> Verdict:
                 v.violations.add(("unsupported-handoff", (a, b)))
 
     recs: dict[str, set[float]] = {}
-    if parsed.flags:
+    if parsed.any_option:
         for res in pl.edge_resources:
             if res.edge in newly:
                 for s, val in res.fractions:

@@ -269,7 +269,7 @@ def test_dot_output_stays_well_formed_for_any_name():
     # Defence in depth: a Pipeline built in Python skips the config layer's name check.
     from planner.api import solve_pipeline
     from planner.pipeline import Pipeline, StageConfig
-    from planner.render import plan_dot
+    from planner.render.dot import plan_dot
 
     a, b, c = 'a"b', "c\\", "d\ne"
     pl = Pipeline(name='m"x\\', variant="default", stages=(

@@ -13,8 +13,8 @@ from planner.cards import load_pipeline
 from planner.config import CARD_KEYS, PIPELINE_KEYS, PLACEMENT_KEYS, STAGE_KEYS
 from planner.errors import ConfigError
 from planner.problem import Problem
-from planner.render import result_json
-from planner.requests import options_from_flags
+from planner.render.dicts import result_json
+from planner.render.flags import from_options
 from planner.requests import parse_requests
 from planner.solver import PlacementModel, check_domains
 from planner.topology import declared_baseline
@@ -126,7 +126,7 @@ def test_generated_requests(data):
 def test_cores_are_minimal(data):
     _, pl, isolate, assign = data.draw(valid_cases())
     base = declared_baseline(pl)
-    parsed = parse_requests(pl, base, tuple(isolate), tuple(assign))
+    parsed = parse_requests(pl, base, from_options(isolate, assign))
     problem = Problem(pl, base, parsed.requests, parsed.any_option)
     model = PlacementModel(problem, check_domains(problem))
     _, cores, truncated = model.solve_all()
@@ -159,9 +159,8 @@ def test_applying_a_hint_removes_its_diagnostic(data):
     for d in r.diagnostics:
         if d.fix is None:
             continue
-        i, a = options_from_flags(d.fix.flags) if d.fix.flags is not None else (isolate, assign)
-        again = planner.solve(config=_overlay(cfg, d.fix.config), isolate_stages=i,
-                              stage_processes=a)
+        requests = d.fix.requests if d.fix.requests is not None else from_options(isolate, assign)
+        again = planner.solve(config=_overlay(cfg, d.fix.config), requests=requests)
         assert (d.code, d.subject) not in {(x.code, x.subject) for x in again.diagnostics}, (
             d, again.diagnostics)
 

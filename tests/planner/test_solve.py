@@ -5,13 +5,13 @@ import pytest
 
 import planner
 from planner.cards import all_cards, load_pipeline
-from planner.requests import options_from_flags
+from planner.render.flags import from_options
 from tests.planner.oracle import judge
 
 
-def apply_flags(flags):
-    i, a = options_from_flags(flags)
-    return {"isolate_stages": i, "stage_processes": a}
+def apply_fix(fix):
+    """The requests a hint's fix asks for, as `planner.solve` takes them."""
+    return {"requests": fix.requests}
 
 
 def groups(r):
@@ -186,7 +186,7 @@ def test_conflicting_recommendations():
     r = planner.solve(config=cfg, isolate_stages=["b"])
     assert codes(r) == ["conflicting-recommendation"]
     assert r.diagnostics[0].stages == ("b",)
-    assert planner.solve(config=cfg, **apply_flags(r.diagnostics[0].fix.flags)).ok
+    assert planner.solve(config=cfg, **apply_fix(r.diagnostics[0].fix)).ok
 
 
 def test_over_limit_reports_total_and_limit_with_three_decimals():
@@ -209,7 +209,7 @@ def test_isolation_conflict_and_its_hint():
     assert codes(r) == ["isolation-conflict"]
     d = r.diagnostics[0]
     assert "tts_engine" in d.message
-    fixed = planner.solve("higgs-tts", **apply_flags(d.fix.flags))
+    fixed = planner.solve("higgs-tts", **apply_fix(d.fix))
     assert "isolation-conflict" not in codes(fixed)
 
 
@@ -230,7 +230,7 @@ def test_fused_stages_share_a_process_and_cannot_be_split():
     assert codes(r2) == ["isolation-conflict"]
     r3 = planner.solve(config=cfg2, stage_processes=["vocoder=elsewhere"])
     assert codes(r3) == ["process-name-conflict"]
-    assert planner.solve(config=cfg2, **apply_flags(r3.diagnostics[0].fix.flags)).ok
+    assert planner.solve(config=cfg2, **apply_fix(r3.diagnostics[0].fix)).ok
 
 
 def test_tp_stage_requests_and_rank_name_conflicts():
@@ -306,12 +306,8 @@ def test_solver_agrees_with_the_oracle_and_hints_fix(card, variant, isolate, ass
         assert d.hint, d
         if d.fix is None:
             continue
-        if d.fix.flags is not None:
-            flags_i, flags_a = options_from_flags(d.fix.flags)
-        else:
-            flags_i, flags_a = list(isolate), list(assign)
-        again = planner.solve(card, variant=variant, config=d.fix.config,
-                              isolate_stages=flags_i, stage_processes=flags_a)
+        requests = d.fix.requests if d.fix.requests is not None else from_options(isolate, assign)
+        again = planner.solve(card, variant=variant, config=d.fix.config, requests=requests)
         assert (d.code, d.subject) not in {(x.code, x.subject) for x in again.diagnostics}, \
             (d, again.diagnostics)
 

@@ -1,17 +1,18 @@
-"""Rendering: rich tables, JSON and Graphviz DOT. Reads plans and diagnostics; decides nothing."""
+"""Text for people: rich tables of plans, pipelines and cards, and diagnostics. Decides nothing."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from planner.cards import Card
 from planner.pipeline import Pipeline
-from planner.plan import Diagnostic, Plan, Result, PlanWarning
+from planner.plan import Diagnostic, Plan, PlanWarning, Result
+
+if TYPE_CHECKING:
+    from planner.cards import Card
 
 BAR_WIDTH = 24
 
@@ -126,89 +127,7 @@ def render_result(console: Console, result: Result) -> None:
         console.print(diagnostic_text(d))
 
 
-def result_json(result: Result) -> str:
-    return json.dumps(result.to_dict(), indent=2)
-
-
-def _dot_id(s: str) -> str:
-    """A DOT double-quoted string. Names are validated upstream; this keeps any text well-formed:
-    a backslash or quote cannot end the string early, and a line break cannot split a statement."""
-    out = s.replace("\\", "\\\\").replace('"', '\\"')
-    out = out.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
-    return '"' + "".join(c if c.isprintable() else " " for c in out) + '"'
-
-
-def plan_dot(plan: Plan, pipeline: Pipeline | None = None) -> str:
-    lines = [f"digraph {_dot_id(plan.model)} {{", "  rankdir=LR;", "  node [shape=box];"]
-    for i, g in enumerate(plan.groups):
-        gpu = "CPU" if g.gpu is None else f"GPU {g.gpu}"
-        lines.append(f"  subgraph cluster_{i} {{")
-        lines.append(f"    label={_dot_id(f'{g.name} ({gpu})')};")
-        if g.changed:
-            lines.append("    style=bold;")
-        for s in g.stages:
-            lines.append(f"    {_dot_id(s)};")
-        lines.append("  }")
-    for i, p in enumerate(plan.tp_processes):
-        lines.append(f"  subgraph cluster_tp_{i} {{ label={_dot_id(f'{p.name} (GPU {p.gpu})')}; "
-                     f"{_dot_id(p.stage + f'#{p.rank}')} [label={_dot_id(p.stage)}]; }}")
-    tp = {p.stage for p in plan.tp_processes}
-    for h in plan.handoffs:
-        attrs = []
-        if h.crosses:
-            attrs.append("style=dashed")
-        if pipeline is not None and pipeline.unsupported_reason((h.source, h.target)) is not None:
-            attrs.append("color=red")
-        if h.streaming:
-            attrs.append('label="stream"')
-        srcs = [f"{h.source}#{p.rank}" for p in plan.tp_processes if p.stage == h.source] \
-            if h.source in tp else [h.source]
-        dsts = [f"{h.target}#{p.rank}" for p in plan.tp_processes if p.stage == h.target] \
-            if h.target in tp else [h.target]
-        for a in srcs:
-            for b in dsts:
-                lines.append(f"  {_dot_id(a)} -> {_dot_id(b)}" +
-                             (f" [{', '.join(attrs)}]" if attrs else "") + ";")
-    lines.append("}")
-    return "\n".join(lines)
-
-
 # -- planner show / planner models ----------------------------------------------------------------
-def show_dict(pipeline: Pipeline, plan: Plan) -> dict[str, Any]:
-    handoffs = pipeline.handoffs()
-    return {
-        "model": pipeline.name,
-        "variant": pipeline.variant,
-        "stages": [
-            {"name": s.name, "process": plan.stage(s.name).process, "gpu": plan.stage(s.name).gpu,
-             "tp_size": s.tp_size, "fraction": s.fraction, "factory": s.factory}
-            for s in pipeline.stages
-        ],
-        "handoffs": [
-            {"source": u, "target": v, "kinds": list(k),
-             "safe": pipeline.unsupported_reason((u, v)) is None,
-             "reason": pipeline.unsupported_reason((u, v))}
-            for (u, v), k in handoffs.items()
-        ],
-        "groups": [{"name": g.name, "stages": list(g.stages), "gpu": g.gpu} for g in plan.groups],
-        "tp_processes": {p.stage: [q.name for q in plan.tp_processes if q.stage == p.stage]
-                         for p in plan.tp_processes},
-        "gpus": [{"id": g.id, "total": g.total, "limit": g.limit, "processes": list(g.processes),
-                  "missing_fraction": list(g.missing_fraction)} for g in plan.gpus],
-        "roles": dict(pipeline.roles),
-        "recommendations": [
-            {"edge": list(r.edge), "fractions": dict(r.fractions)} for r in pipeline.edge_resources
-        ],
-        "fused_stages": [list(f) for f in pipeline.fused_stages],
-        "placement": {
-            "max_total_gpu_memory_fraction_per_gpu":
-                pipeline.placement.max_total_gpu_memory_fraction_per_gpu,
-            "require_memory_fraction_for_colocation":
-                pipeline.placement.require_memory_fraction_for_colocation,
-        },
-    }
-
-
 def render_show(console: Console, pipeline: Pipeline, plan: Plan) -> None:
     console.print(Text.assemble((pipeline.name, "bold"), f" (variant {pipeline.variant})"))
     st = Table(title="stages", title_justify="left")
@@ -240,15 +159,6 @@ def render_show(console: Console, pipeline: Pipeline, plan: Plan) -> None:
     if pipeline.roles:
         console.print("roles: " + ", ".join(f"{a} -> {t}" for a, t in pipeline.roles))
     console.print(Group(*plan_tables(plan, show_changed=False)))
-
-
-def models_dict(cards: tuple[Card, ...]) -> list[dict[str, Any]]:
-    return [
-        {"name": c.name, "display_name": c.display_name, "variants": list(c.variants),
-         "model_paths": list(c.model_paths), "architectures": list(c.architectures),
-         "description": c.description}
-        for c in cards
-    ]
 
 
 def render_models(console: Console, cards: tuple[Card, ...]) -> None:

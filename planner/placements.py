@@ -1,0 +1,117 @@
+"""Every placement the rules accept: the partitions of a pipeline's movable stages into processes,
+each solved by the planner itself (no rule is re-derived here). What `planner bench --all-feasible`
+measures and what `planner tune` ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from planner.api import solve_pipeline
+from planner.pipeline import Pipeline
+from planner.plan import Assign, Plan, Request
+from planner.topology import declared_baseline, tp_rank_names
+
+# Bell(8) = 4140 partitions, each one solver call: beyond that enumeration stops being a preview.
+MAX_ENUMERATED_UNITS = 8
+
+
+class TooManyPlacements(ValueError):
+    """The pipeline has more movable units than enumeration covers; the message says so."""
+
+
+@dataclass(frozen=True)
+class FeasiblePlacement:
+    """One accepted partition: the requests that produce it from the declared topology, and its plan."""
+
+    requests: tuple[Request, ...]
+    plan: Plan
+
+    @property
+    def blocks(self) -> tuple[tuple[str, ...], ...]:
+        """Stages sharing a process, in plan order (TP ranks left out: they never move)."""
+        return tuple(g.stages for g in self.plan.groups)
+
+
+def set_partitions(items: Sequence[str]) -> Iterator[tuple[tuple[str, ...], ...]]:
+    """Every partition of `items` into non-empty blocks, blocks and members in input order.
+
+    Restricted-growth order: the all-together partition comes first, every-item-alone last.
+    """
+    n = len(items)
+    if n == 0:
+        yield ()
+        return
+
+    def grow(i: int, labels: list[int], blocks: int) -> Iterator[list[int]]:
+        if i == n:
+            yield labels
+            return
+        for b in range(blocks + 1):
+            labels.append(b)
+            yield from grow(i + 1, labels, max(blocks, b + 1))
+            labels.pop()
+
+    for labels in grow(0, [], 0):
+        out: list[list[str]] = [[] for _ in range(max(labels) + 1)]
+        for item, b in zip(items, labels):
+            out[b].append(item)
+        yield tuple(tuple(block) for block in out)
+
+
+def movable_units(pipeline: Pipeline) -> list[tuple[str, ...]]:
+    """Stages that move together: a fused group is one unit; TP stages never move."""
+    fused = {m: g for g in pipeline.fused_stages for m in g}
+    units, seen = [], set()
+    for s in pipeline.stages:
+        if s.is_tp or s.name in seen:
+            continue
+        unit = tuple(m for m in pipeline.stage_names if m in fused.get(s.name, (s.name,)))
+        seen.update(unit)
+        units.append(unit)
+    return units
+
+
+def block_names(pipeline: Pipeline, blocks: Sequence[Sequence[str]]) -> list[str]:
+    """Deterministic process names: the first stage's declared process if still free, else the
+    first stage's own name; so the partition that equals the declared topology keeps its names."""
+    declared = declared_baseline(pipeline).process
+    reserved = {n for s in pipeline.stages if s.is_tp for n in tp_rank_names(pipeline, s.name)}
+    names: list[str] = []
+    for block in blocks:
+        fallbacks = (f"{block[0]}_{i}" for i in range(2, 2 + len(blocks)))
+        for candidate in (declared.get(block[0]), block[0], *fallbacks):
+            if candidate and candidate not in names and candidate not in reserved:
+                names.append(candidate)
+                break
+    return names
+
+
+def partition_requests(pipeline: Pipeline, blocks: Sequence[Sequence[str]]) -> tuple[Request, ...]:
+    """The requests that put each block of stages in a process of its own."""
+    return tuple(Assign(stage, name)
+                 for block, name in zip(blocks, block_names(pipeline, blocks))
+                 for stage in block)
+
+
+def feasible_placements(pipeline: Pipeline, limit: int | None = None) -> list[FeasiblePlacement]:
+    """Every partition of the movable stages into processes that the planner accepts (the declared
+    one included), in enumeration order (all together first), at most `limit` of them.
+
+    Raises TooManyPlacements beyond MAX_ENUMERATED_UNITS movable units."""
+    units = movable_units(pipeline)
+    if len(units) > MAX_ENUMERATED_UNITS:
+        raise TooManyPlacements(
+            f"{pipeline.name} has {len(units)} movable stages; enumeration covers at most "
+            f"{MAX_ENUMERATED_UNITS} (their partitions grow as Bell numbers)")
+    by_head = {u[0]: u for u in units}
+    found: list[FeasiblePlacement] = []
+    for unit_blocks in set_partitions(list(by_head)):
+        blocks = [tuple(m for head in block for m in by_head[head]) for block in unit_blocks]
+        requests = partition_requests(pipeline, blocks)
+        result = solve_pipeline(pipeline, requests=requests)
+        if result.ok:
+            found.append(FeasiblePlacement(requests=requests, plan=result.plan))
+            if limit is not None and len(found) >= limit:
+                break
+    return found

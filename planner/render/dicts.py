@@ -1,0 +1,173 @@
+"""Plain data for `--format json` (and `Result.to_dict()`): people read `message`, `because` and
+`hint`; scripts read the structured fields of the conflict and the fix, never the prose."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import TYPE_CHECKING, Any
+
+from planner.pipeline import Pipeline
+from planner.plan import Assign, Diagnostic, Fix, Isolate, Plan, PlanWarning, Request, Result
+from planner.render.flags import flags
+
+if TYPE_CHECKING:
+    from planner.cards import Card
+
+
+def request_dict(r: Request) -> dict[str, Any]:
+    match r:
+        case Isolate(stage=stage):
+            return {"isolate": stage}
+        case Assign(stage=stage, process=process):
+            return {"assign": {"stage": stage, "process": process}}
+    raise TypeError(f"not a placement request: {r!r}")
+
+
+def request_from_dict(data: dict[str, Any]) -> Request:
+    """The inverse of `request_dict`."""
+    if set(data) == {"isolate"}:
+        return Isolate(str(data["isolate"]))
+    if set(data) == {"assign"}:
+        return Assign(str(data["assign"]["stage"]), str(data["assign"]["process"]))
+    raise ValueError(f"not a placement request: {data!r}")
+
+
+def fix_dict(fix: Fix) -> dict[str, Any]:
+    return {
+        "flags": None if fix.requests is None else list(flags(fix.requests)),
+        "requests": None if fix.requests is None else [request_dict(r) for r in fix.requests],
+        "config": fix.config,
+    }
+
+
+def _plain(value: Any) -> Any:
+    """A typed conflict's fields as JSON values: requests as request dicts, tuples as lists."""
+    if isinstance(value, (Isolate, Assign)):
+        return request_dict(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def conflict_dict(conflict: Any) -> dict[str, Any] | None:
+    if conflict is None:
+        return None
+    return {"kind": type(conflict).__name__, **_plain(conflict)}
+
+
+def diagnostic_dict(d: Diagnostic) -> dict[str, Any]:
+    return {
+        "code": d.code,
+        "message": d.message,
+        "stages": list(d.stages),
+        "edge": list(d.edge) if d.edge else None,
+        "gpu": d.gpu,
+        "because": list(d.because),
+        "hint": d.hint,
+        "fix": fix_dict(d.fix) if d.fix else None,
+        "rule": d.rule,
+        "conflict": conflict_dict(d.conflict),
+    }
+
+
+def warning_dict(w: PlanWarning) -> dict[str, Any]:
+    return {"code": w.code, "message": w.message, "stage": w.stage}
+
+
+def _tp_dict(plan: Plan | None) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for p in plan.tp_processes if plan else ():
+        out.setdefault(p.stage, []).append(p.name)
+    return out
+
+
+def result_dict(result: Result) -> dict[str, Any]:
+    plan = result.plan if result.ok else None
+    return {
+        "model": result.model,
+        "variant": result.variant,
+        "status": result.status,
+        "changed": result.changed,
+        "groups": [
+            {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed}
+            for g in (plan.groups if plan else ())
+        ],
+        "tp_processes": _tp_dict(plan),
+        "stages": [
+            {
+                "name": s.name,
+                "process": s.process,
+                "gpu": s.gpu,
+                "tp_size": s.tp_size,
+                "fraction": s.fraction,
+                "fraction_source": s.fraction_source,
+            }
+            for s in (plan.stages if plan else ())
+        ],
+        "gpus": [
+            {
+                "id": g.id,
+                "total": g.total,
+                "limit": g.limit,
+                "processes": list(g.processes),
+                "missing_fraction": list(g.missing_fraction),
+            }
+            for g in (plan.gpus if plan else ())
+        ],
+        "warnings": [warning_dict(w) for w in result.warnings],
+        "diagnostics": [diagnostic_dict(d) for d in result.diagnostics],
+    }
+
+
+def result_json(result: Result) -> str:
+    return json.dumps(result_dict(result), indent=2)
+
+
+# -- planner show / planner models ----------------------------------------------------------------
+def show_dict(pipeline: Pipeline, plan: Plan) -> dict[str, Any]:
+    handoffs = pipeline.handoffs()
+    return {
+        "model": pipeline.name,
+        "variant": pipeline.variant,
+        "stages": [
+            {"name": s.name, "process": plan.stage(s.name).process, "gpu": plan.stage(s.name).gpu,
+             "tp_size": s.tp_size, "fraction": s.fraction, "factory": s.factory}
+            for s in pipeline.stages
+        ],
+        "handoffs": [
+            {"source": u, "target": v, "kinds": list(k),
+             "safe": pipeline.unsupported_reason((u, v)) is None,
+             "reason": pipeline.unsupported_reason((u, v))}
+            for (u, v), k in handoffs.items()
+        ],
+        "groups": [{"name": g.name, "stages": list(g.stages), "gpu": g.gpu} for g in plan.groups],
+        "tp_processes": {p.stage: [q.name for q in plan.tp_processes if q.stage == p.stage]
+                         for p in plan.tp_processes},
+        "gpus": [{"id": g.id, "total": g.total, "limit": g.limit, "processes": list(g.processes),
+                  "missing_fraction": list(g.missing_fraction)} for g in plan.gpus],
+        "roles": dict(pipeline.roles),
+        "recommendations": [
+            {"edge": list(r.edge), "fractions": dict(r.fractions)} for r in pipeline.edge_resources
+        ],
+        "fused_stages": [list(f) for f in pipeline.fused_stages],
+        "placement": {
+            "max_total_gpu_memory_fraction_per_gpu":
+                pipeline.placement.max_total_gpu_memory_fraction_per_gpu,
+            "require_memory_fraction_for_colocation":
+                pipeline.placement.require_memory_fraction_for_colocation,
+        },
+    }
+
+
+def models_dict(cards: tuple[Card, ...]) -> list[dict[str, Any]]:
+    return [
+        {"name": c.name, "display_name": c.display_name, "variants": list(c.variants),
+         "model_paths": list(c.model_paths), "architectures": list(c.architectures),
+         "description": c.description}
+        for c in cards
+    ]
