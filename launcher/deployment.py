@@ -5,7 +5,9 @@ handoffs, and watches every process. Placement is the plan's; nothing here re-de
 
 Supervision rules (documented for operators):
 - Ready only when every process has built all its stages; `startup_timeout` (default 120 s) bounds
-  it, and a failure names the process, the stage and the factory's error.
+  it, and a failure names the process, the stage and the factory's error. A process that exits
+  before it starts building points at the usual cause: a launching script without an
+  `if __name__ == "__main__":` guard, which every worker re-imports.
 - A dead process is noticed within `POLL_S` (0.1 s). Requests it held fail with `WorkerDied`
   (HTTP 503) naming the process and its stages; the process (for a tensor-parallel stage: all its
   ranks) is restarted after a backoff of 0.5 s, 1 s, 2 s, ... capped at 8 s.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import math
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
@@ -56,6 +59,14 @@ BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 8.0
 STOP_GRACE_S = 2.0
 SHM_PREFIX = "stageplanner-"
+# A worker that exits before its own code runs died in multiprocessing's bootstrap, where the
+# forkserver/spawn child re-imports the launching script: an unguarded launch() there fails.
+_NO_MAIN_GUARD = (
+    "before it started building its stages. Likely cause: the script that called "
+    "launcher.launch() has no `if __name__ == \"__main__\":` guard. Each worker process "
+    "re-imports that script (the forkserver and spawn start methods do), so its top-level code "
+    "runs launch() again inside the worker, which cannot start processes while it is starting "
+    "itself and exits. Put the script's entry point under `if __name__ == \"__main__\":`.")
 
 
 def _context(start_method: str):
@@ -93,6 +104,7 @@ class _Proc:
     send_lock: threading.Lock = field(default_factory=threading.Lock)
     state: str = "stopped"  # starting | ready | restarting | failed | stopped
     pid: int | None = None
+    started: bool = False  # the worker's own code runs (multiprocessing's bootstrap is over)
     building: str | None = None
     build_error: tuple[str, str, str] | None = None  # stage, one line, traceback
     in_flight: set[int] = field(default_factory=set)
@@ -214,6 +226,7 @@ class Deployment:
             child_end.close()  # so that the worker's death reads as EOF here
             proc.process, proc.conn, proc.pid = process, parent_end, process.pid
             proc.state, proc.building, proc.build_error = "starting", None, None
+            proc.started = False
             proc.in_flight, proc.depths, proc.cuda_allocated = set(), {}, None
             proc.holding, proc.shm = set(), (0, 0, 0)
 
@@ -287,6 +300,8 @@ class Deployment:
                     for v in values:
                         hist.observe(v)
                 proc.depths, proc.cuda_allocated, proc.shm = depths, cuda, shm
+        elif kind == "started":
+            proc.started = True
         elif kind == "building":
             proc.building = msg[1]
         elif kind == "build_error":
@@ -390,6 +405,8 @@ class Deployment:
                     self._startup_failure = (
                         f"stage '{stage}' (factory {factory}) in process '{proc.name}' failed to "
                         f"build: {short}\n\n{text}")
+                elif not proc.started and code is not None and code >= 0:
+                    self._startup_failure = f"{proc.describe()} {how} {_NO_MAIN_GUARD}"
                 else:
                     self._startup_failure = (
                         f"{proc.describe()} {how} while building "
@@ -533,6 +550,14 @@ class Deployment:
                     for p in procs
                 ],
             }
+
+    def retry_after(self) -> int:
+        """Whole seconds a client refused with 503 should wait before trying again: until the
+        next scheduled restart (the backoff), plus one for the new worker to build its stages."""
+        with self._lock:
+            due = min(self._due_restarts.values(), default=None)
+        wait = 0.0 if due is None else max(0.0, due - time.monotonic())
+        return 1 + math.ceil(wait)
 
     def metrics_text(self) -> str:
         out = [

@@ -1,26 +1,35 @@
 """The HTTP front door: an OpenAI-style speech endpoint plus health, topology and metrics.
 
-Request limits (documented; each violation is a 4xx with a JSON message, never a 500):
-- `input`: a non-empty string of at most `MAX_INPUT_CHARS` (4096) characters -> else 400;
+Request limits (documented; each violation is a 4xx with a JSON message naming the field, never a
+500, and the connection stays usable):
+- the body: JSON (strict: no NaN/Infinity, nesting the parser can handle) that is an object -> else
+  400; over `MAX_BODY_BYTES` (1 MiB) -> 413;
+- `input`: a non-empty string of at most `MAX_INPUT_CHARS` (4096) characters that is valid Unicode
+  (encodable as UTF-8: no lone surrogates such as a JSON "\\ud800") -> else 400;
 - `response_format`: `wav` (default) or `pcm` (raw 16-bit little-endian mono at 24 kHz) -> else 400;
-- `voice`, `model`: strings when present; `stream`: a boolean -> else 400;
-- a body that is not a JSON object -> 400; a body over `MAX_BODY_BYTES` (1 MiB) -> 413.
+- `voice`: a string of valid Unicode, `model`: a string; `stream`: a boolean -> else 400.
+  A `null` optional field is the same as an absent one; unknown fields are ignored.
+Every field is type-checked before it is used, and no stage sees a request that fails a check.
 `model` is accepted as any string (OpenAI clients send their own names); the served model is the
-plan's. Worker failures answer 503 (process died or restarting), stage errors 500, timeouts 504.
+plan's. Worker failures answer 503 (process died or restarting) with a `Retry-After` header, stage
+errors 500, timeouts 504. A client that goes away mid-request is one log line, not a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .audio import SAMPLE_RATE, pcm16, wav_header
 from .deployment import Deployment
@@ -31,10 +40,24 @@ MAX_BODY_BYTES = 1 << 20
 REQUEST_TIMEOUT_S = 120.0
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
 
+log = logging.getLogger(__name__)
 
-def _error(status: int, message: str, code: str) -> JSONResponse:
+
+def _error(status: int, message: str, code: str,
+           headers: Mapping[str, str] | None = None) -> JSONResponse:
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": kind, "code": code}}, status)
+    # A message may quote a stage's error text; JSONResponse encodes UTF-8 strictly.
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return JSONResponse({"error": {"message": message, "type": kind, "code": code}}, status,
+                        headers=headers)
+
+
+def _failed(exc: RequestFailed, deployment: Deployment) -> JSONResponse:
+    """A request the deployment could not serve; a 503 says when to try again."""
+    headers = None
+    if exc.status == 503:
+        headers = {"Retry-After": str(deployment.retry_after())}
+    return _error(exc.status, str(exc), type(exc).__name__, headers)
 
 
 class _BadRequest(Exception):
@@ -43,36 +66,140 @@ class _BadRequest(Exception):
         self.response = _error(status, message, code)
 
 
-async def _parse(request: Request, max_input_chars: int) -> dict[str, Any]:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-        raise _BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes", "body_too_large")
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise _BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes", "body_too_large")
+def _kind(value: Any) -> str:
+    """What a JSON value is, for messages that must not echo (possibly huge) client data."""
+    match value:
+        case None:
+            return "null"
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case str():
+            return "a string"
+        case list():
+            return "an array"
+        case _:
+            return "an object"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:40] + "...")  # repr escapes surrogates
+    return _kind(value)
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _unicode(field: str, value: str) -> None:
+    """Stages get text they can encode: a lone surrogate (JSON "\\ud800") is not Unicode text."""
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _BadRequest(400, f"'{field}' is not valid Unicode text: it has a lone surrogate "
+                               f"U+{ord(value[exc.start]):04X} at character {exc.start}",
+                          f"invalid_{field}") from None
+
+
+async def _read(request: Request) -> bytes:
+    too_large = _BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes", "body_too_large")
+    length = request.headers.get("content-length")
+    if length is not None and length.isascii() and length.isdigit() \
+            and int(length) > MAX_BODY_BYTES:
+        raise too_large
+    parts, size = [], 0
+    async for part in request.stream():  # also bounds a chunked body that gives no length
+        size += len(part)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        parts.append(part)
+    return b"".join(parts)
+
+
+async def _parse(request: Request, max_input_chars: int) -> dict[str, Any]:
+    raw = await _read(request)
+    try:
+        body = json.loads(raw, parse_constant=_no_constants)
+    except RecursionError:
+        raise _BadRequest(400, "body nests arrays or objects too deeply to parse; send a JSON "
+                               "object", "invalid_json") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, NaN/Infinity
         raise _BadRequest(400, f"body is not valid JSON: {exc}", "invalid_json") from None
     if not isinstance(body, dict):
-        raise _BadRequest(400, "body must be a JSON object", "invalid_json")
+        raise _BadRequest(400, f"body must be a JSON object, not {_kind(body)}", "invalid_json")
+
     text = body.get("input")
     if not isinstance(text, str) or not text.strip():
-        raise _BadRequest(400, "'input' is required: a non-empty string", "missing_input")
+        got = ("" if text is None else ", not a blank string" if isinstance(text, str)
+               else f", not {_kind(text)}")
+        raise _BadRequest(400, f"'input' is required: a non-empty string{got}", "missing_input")
     if len(text) > max_input_chars:
         raise _BadRequest(400, f"'input' has {len(text)} characters; the limit is "
                                f"{max_input_chars}", "input_too_long")
-    fmt = body.get("response_format", "wav")
-    if fmt not in MEDIA_TYPES:
-        raise _BadRequest(400, f"unsupported response_format {fmt!r}; use one of "
-                               f"{', '.join(MEDIA_TYPES)}", "unsupported_response_format")
+    _unicode("input", text)
+
+    fmt = body.get("response_format")
+    fmt = "wav" if fmt is None else fmt
+    if not isinstance(fmt, str) or fmt not in MEDIA_TYPES:
+        raise _BadRequest(400, f"'response_format' must be one of {', '.join(MEDIA_TYPES)}, not "
+                               f"{_shown(fmt)}", "unsupported_response_format")
     for key in ("voice", "model"):
-        if body.get(key) is not None and not isinstance(body[key], str):
-            raise _BadRequest(400, f"'{key}' must be a string", f"invalid_{key}")
-    stream = body.get("stream", False)
+        value = body.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _BadRequest(400, f"'{key}' must be a string, not {_kind(value)}",
+                              f"invalid_{key}")
+    voice = body.get("voice")
+    if voice is not None:
+        _unicode("voice", voice)
+    stream = body.get("stream")
+    stream = False if stream is None else stream
     if not isinstance(stream, bool):
-        raise _BadRequest(400, "'stream' must be true or false", "invalid_stream")
-    return {"input": text, "format": fmt, "voice": body.get("voice"), "stream": stream}
+        raise _BadRequest(400, f"'stream' must be true or false, not {_shown(stream)}",
+                          "invalid_stream")
+    return {"input": text, "format": fmt, "voice": voice, "stream": stream}
+
+
+class _ClientDisconnects:
+    """ASGI middleware: a client that goes away before its response is complete (mid-upload or
+    mid-stream) is one log line, not a traceback; its request is cancelled by the handler."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        seen = {"gone": False, "complete": False, "bytes": 0}
+
+        async def receive_() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                seen["gone"] = True
+            return message
+
+        async def send_(message: Message) -> None:
+            try:
+                await send(message)
+            except OSError:  # how a server on ASGI spec 2.4 says the client is gone
+                seen["gone"] = True
+                raise
+            if message["type"] == "http.response.body":
+                seen["bytes"] += len(message.get("body", b""))
+                seen["complete"] = not message.get("more_body", False)
+
+        try:
+            await self.app(scope, receive_, send_)
+        except ClientDisconnect:
+            seen["gone"] = True
+        except OSError:
+            if not seen["gone"]:
+                raise
+        if seen["gone"] and not seen["complete"]:
+            log.warning("client disconnected during %s %s after %d response bytes; request "
+                        "dropped", scope["method"], scope["path"], seen["bytes"])
 
 
 def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
@@ -90,12 +217,12 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
         try:
             handle = deployment.submit(req["input"], req["voice"], stream=req["stream"])
         except RequestFailed as exc:
-            return _error(exc.status, str(exc), type(exc).__name__)
+            return _failed(exc, deployment)
         if not req["stream"]:
             try:
                 audio = await run_in_threadpool(handle.result, request_timeout)
             except RequestFailed as exc:
-                return _error(exc.status, str(exc), type(exc).__name__)
+                return _failed(exc, deployment)
             body = audio.wav() if req["format"] == "wav" else audio.pcm16()
             return Response(body, media_type=media, headers=headers)
 
@@ -104,7 +231,7 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
             # Wait for the first chunk here, so that a failure still gets a status code.
             first = await run_in_threadpool(next, chunks, None)
         except RequestFailed as exc:
-            return _error(exc.status, str(exc), type(exc).__name__)
+            return _failed(exc, deployment)
 
         async def body():
             try:
@@ -124,7 +251,9 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
 
     async def health(request: Request) -> Response:
         report = deployment.health()
-        return JSONResponse(report, 200 if report["status"] == "ok" else 503)
+        if report["status"] == "ok":
+            return JSONResponse(report)
+        return JSONResponse(report, 503, headers={"Retry-After": str(deployment.retry_after())})
 
     async def topology_view(request: Request) -> Response:
         return JSONResponse(dict(topology))
@@ -146,5 +275,6 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
             Route("/v1/topology", topology_view, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],
+        middleware=[Middleware(_ClientDisconnects)],
         exception_handlers={HTTPException: http_error, Exception: unexpected},
     )

@@ -1,15 +1,17 @@
 """`serve(plan, ...)`: launch a plan, put the HTTP front door on it, run until a signal.
 
 Exit codes: 0 after a clean stop (SIGINT/SIGTERM), `EXIT_BAD_ADDRESS` (2) when host:port cannot be
-listened on (checked before any worker starts), `EXIT_LAUNCH_FAILED` (3) when the workers could
-not start, `EXIT_RUNTIME_FAILED` (4) when the deployment gave up (restart limit). (1 and 2 are also
-`planner solve`'s infeasible and invalid results.)
+listened on (a host that does not resolve, a port outside 0-65535 or taken; checked before any
+worker starts), `EXIT_LAUNCH_FAILED` (3) when the workers could not start, `EXIT_RUNTIME_FAILED`
+(4) when the deployment gave up (restart limit). (1 and 2 are also `planner solve`'s infeasible and
+invalid results.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import signal
 import socket
 import sys
@@ -50,7 +52,9 @@ class _Server(uvicorn.Server):
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """Bind the front door first, so a taken port fails before any worker starts."""
+    """Bind the front door first, so a bad address fails before any worker starts."""
+    if not _is_port(port):
+        raise ValueError(f"{port!r} is not a TCP port")  # getaddrinfo wraps 99999 to 34463
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     try:
@@ -63,6 +67,28 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _is_port(port: object) -> bool:
+    return isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535
+
+
+def _cannot_listen(host: str, port: int, exc: Exception) -> str:
+    """One paragraph: why host:port cannot be listened on, and what to give instead."""
+    where = f"cannot listen on {host}:{port}"
+    if not _is_port(port):
+        return (f"{where}: {port!r} is not a TCP port; nothing was started. Give --port a number "
+                "from 0 to 65535 (0 picks any free port).")
+    # gaierror: the name does not resolve; ValueError/UnicodeError: not even a name (NUL, "a..b")
+    unresolved = isinstance(exc, socket.gaierror) or not isinstance(exc, OSError)
+    if unresolved or exc.errno == errno.EADDRNOTAVAIL:
+        why = "could not be resolved" if unresolved else "is not an address of this machine"
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return (f"{where}: host {host!r} {why} ({detail}); nothing was started. Give --host an "
+                "address of this machine, e.g. 127.0.0.1 (local clients only) or 0.0.0.0 (all "
+                "interfaces).")
+    return (f"{where} ({exc.strerror or exc}); nothing was started. Choose a free port with "
+            "--port N (or --port 0 for any free port).")
+
+
 def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port: int = 8000,
           device: str = "auto", *, drain_timeout: float = DRAIN_TIMEOUT_S,
           out: TextIO | None = None, err: TextIO | None = None, **launch_kwargs: Any) -> int:
@@ -73,10 +99,8 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
     out, err = out or sys.stdout, err or sys.stderr
     try:
         sock = _listen(host, port)
-    except OSError as exc:
-        print(f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); nothing was "
-              "started. Choose a free port with --port N (or --port 0 for any free port).",
-              file=err, flush=True)
+    except (OSError, ValueError) as exc:
+        print(f"error: {_cannot_listen(host, port, exc)}", file=err, flush=True)
         return EXIT_BAD_ADDRESS
     try:
         deployment = launch(plan, device, **launch_kwargs)

@@ -45,6 +45,11 @@ _UPSAMPLE = (8, 8, 6, 5)  # product == HOP
 VOCODER_CONTEXT = 2  # codec frames of left context each vocoder chunk re-decodes
 REFERENCE_SECONDS = 0.5
 BOS, EOS, TEXT_VOCAB = 256, 257, 258
+# The generator attends to at most this many text tokens, like a real model's context. Prefill
+# memory grows with the square of the prefix, and the byte tokens of 4,096 characters can run past
+# 100,000 (NFKC expands U+FDFA to 18 characters, 33 bytes): without a cap, one valid request could
+# ask for hundreds of GB and fail.
+MAX_TEXT_TOKENS = 4096
 
 
 @dataclass(frozen=True)
@@ -306,7 +311,8 @@ class CodecGenerator:
         else:
             speaker = torch.zeros(d, device=dev)
         n_frames = min(max(1, math.ceil(tokens.numel() * self.frames_per_token)), self.max_frames)
-        prefix = torch.cat([speaker.reshape(1, d), self.text_emb[tokens.to(dev)]])
+        prefix = torch.cat([speaker.reshape(1, d),
+                            self.text_emb[tokens[:MAX_TEXT_TOKENS].to(dev)]])
         total = prefix.shape[0] + n_frames
         hd = d // self.size.heads
         caches = [[torch.zeros(self.size.heads, total, hd, device=dev) for _ in range(2)]

@@ -411,6 +411,9 @@ class Worker:
 
 
 def main(spec: WorkerSpec, conn) -> None:
+    # The child got past multiprocessing's bootstrap (re-importing the launching script), so a
+    # death from here on is this worker's own, not an unguarded script's.
+    conn.send(("started", os.getpid()))
     # Ctrl-C reaches the whole process group; the supervisor decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)

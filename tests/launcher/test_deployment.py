@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -19,6 +21,7 @@ from .conftest import DEVICE, TINY, pid_alive
 pytestmark = pytest.mark.slow
 TEXT = "Placement must not change the audio."
 F = "tests.launcher.factories:"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def synth(plan, text=TEXT, **kw):
@@ -105,6 +108,33 @@ def test_factory_raising_at_build_is_a_clear_startup_error():
     assert "in process 'vocoder'" in message
     assert "RuntimeError: weights file /models/vocoder.safetensors not found" in message
     # the fixture then checks that the other process was stopped and no segment is left
+
+
+UNGUARDED = """\
+import sys
+
+import launcher
+from tests.launcher import plans
+
+try:  # at module level, as in a first script: no `if __name__ == "__main__":`
+    launcher.launch(plans.qwen3(), device="cpu", factory_defaults={"size": "tiny"}).close()
+except launcher.LaunchError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+def test_a_launching_script_without_a_main_guard_is_told_to_add_one(tmp_path):
+    script = tmp_path / "speak.py"
+    script.write_text(UNGUARDED)
+    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": path})
+    assert out.returncode == 3, out.stderr
+    message = " ".join(out.stdout.split())
+    assert "process 'pipeline'" in message and "before it started building its stages" in message
+    assert 'no `if __name__ == "__main__":` guard' in message
+    assert "while building" not in message
 
 
 def test_unsupported_process_local_split_fails_with_a_clear_error():

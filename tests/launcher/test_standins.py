@@ -49,3 +49,12 @@ def test_normalisation_and_wav_encoding():
     audio = Audio(torch.zeros(10))
     assert audio.wav()[:4] == b"RIFF" and len(audio.wav()) == 44 + 20
     assert len(wav_header(24000, None)) == 44
+
+
+def test_a_long_text_of_wide_characters_is_spoken():
+    # 4,096 characters (the HTTP limit) that NFKC expands to 135,000 byte tokens: the generator
+    # attends to the first MAX_TEXT_TOKENS of them instead of asking for 146 GB.
+    text = "\ufdfa" * 4096
+    assert standins.tokenise(text).numel() > 100_000
+    audio = run_pipeline(text, max_frames=2)
+    assert audio.numel() == standins.expected_samples(text, max_frames=2)

@@ -1,0 +1,43 @@
+"""`planner serve` address errors: one paragraph and exit 2, before any worker starts."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+import launcher.serve
+from planner.cli import main
+
+from . import plans
+
+
+@pytest.fixture
+def never_launched(monkeypatch):
+    def launch(*args, **kwargs):
+        raise AssertionError("workers were started")
+
+    monkeypatch.setattr(launcher.serve, "launch", launch)
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "80a"])
+def test_a_port_outside_0_to_65535_is_a_usage_error(port, capsys, never_launched):
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "qwen3-tts", "--port", port])
+    assert exc.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"argument --port: '{port}' is not a TCP port; give a number from 0 to 65535 "
+            "(0 picks any free port)") in err
+    # The Python API refuses it too, instead of listening on port % 65536.
+    if port.lstrip("-").isdigit():
+        buf = io.StringIO()
+        assert launcher.serve.serve(plans.qwen3(), {}, port=int(port), err=buf) == 2
+        assert "is not a TCP port" in buf.getvalue()
+
+
+def test_a_host_that_does_not_resolve_is_named_with_a_valid_example(capsys, never_launched):
+    assert main(["serve", "qwen3-tts", "--host", "nosuch.invalid", "--port", "0"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "cannot listen on nosuch.invalid:0: host 'nosuch.invalid' could not be resolved" in err
+    assert "nothing was started" in err and "--host" in err
+    assert "127.0.0.1" in err and "0.0.0.0" in err and "free port" not in err
