@@ -3,11 +3,15 @@ on synthetic pipelines. Prints medians with min/max; no pass/fail.
 
     python benchmarks/solve_latency.py            # full run (~1 min)
     python benchmarks/solve_latency.py --quick    # smoke mode used by the tests
+    python benchmarks/solve_latency.py --baseline-tree ../old   # also time another checkout's
+                                                  # planner.solve on the same requests, same run
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
 import random
 import statistics
@@ -72,9 +76,52 @@ def synthetic(n_stages: int, n_gpus: int, n_requests: int, seed: int = 0):
     return cfg, isolate, assign
 
 
+# Runs in a child interpreter inside another checkout: the same requests through whatever
+# `planner.solve` that checkout has (both accept the flags' values).
+_BASELINE_SNIPPET = """
+import json, statistics, sys, time
+import planner
+cases, repeat = json.loads(sys.argv[1])
+out = []
+for card, variant, req in cases:
+    planner.solve(card, variant=variant, isolate_stages=req)
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        planner.solve(card, variant=variant, isolate_stages=req)
+        ts.append(time.perf_counter() - t)
+    out.append(statistics.median(ts))
+print(json.dumps(out))
+"""
+
+
+def medians_in(tree: str | None, cases: list, repeat: int) -> list[float]:
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = os.path.abspath(tree)
+    out = subprocess.run([sys.executable, "-c", _BASELINE_SNIPPET, json.dumps([cases, repeat])],
+                         capture_output=True, text=True, check=True, env=env,
+                         cwd=os.path.abspath(tree) if tree else None)
+    return json.loads(out.stdout)
+
+
+def compare_trees(tree: str, cases: list, repeat: int) -> None:
+    """This checkout against `tree`, alternating three rounds so machine noise hits both."""
+    ours, theirs = [], []
+    for _ in range(3):
+        ours.append(medians_in(None, cases, repeat))
+        theirs.append(medians_in(tree, cases, repeat))
+    ratios = [statistics.median(o[i] for o in ours) / statistics.median(t[i] for t in theirs)
+              for i in range(len(cases))]
+    print(f"this tree / baseline tree, per request (median of medians): median x"
+          f"{statistics.median(ratios):.2f} (min x{min(ratios):.2f}, max x{max(ratios):.2f}) "
+          f"over {len(cases)} requests")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="few repetitions, small pipelines")
+    ap.add_argument("--baseline-tree", help="another checkout whose planner.solve to time too")
     args = ap.parse_args()
     repeat = 5 if args.quick else 50
 
@@ -92,12 +139,22 @@ def main() -> None:
             print(f"{card:16} {variant:10} fail --isolate-stage {bad_req[0]:18} {fmt(ts)}")
     print(f"all feasible requests:   {fmt(feas)}")
     print(f"all infeasible requests: {fmt(infeas)}  (with minimal cores and hints)")
+    if args.baseline_tree:
+        cases = [[c, v, r] for c, v, ok, bad in card_cases() for r in (ok, bad) if r]
+        compare_trees(args.baseline_tree, cases, repeat)
 
-    print("\n## CLI cold start: planner solve qwen3-tts --isolate-stage vocoder")
+    print("\n## CLI cold start: planner solve qwen3-tts --isolate-stage vocoder, vs bare OR-Tools")
     cmd = [sys.executable, "-m", "planner", "solve", "qwen3-tts", "--isolate-stage", "vocoder",
            "--format", "json"]
-    ts = timed(lambda: subprocess.run(cmd, capture_output=True, check=True), 3 if args.quick else 10)
-    print(f"cold command: {fmt(ts, 1, 's')}")
+    bare = [sys.executable, "-c", "import ortools.sat.python.cp_model"]
+    rounds = 3 if args.quick else 10
+    cold, floor = [], []
+    for _ in range(rounds):  # interleaved, so both see the same machine
+        cold += timed(lambda: subprocess.run(cmd, capture_output=True, check=True), 1)
+        floor += timed(lambda: subprocess.run(bare, capture_output=True, check=True), 1)
+    print(f"cold command:            {fmt(cold, 1, 's')}")
+    print(f"bare cp_model import:    {fmt(floor, 1, 's')}")
+    print(f"cold command / bare import: x{statistics.median(cold) / statistics.median(floor):.2f}")
 
     print("\n## synthetic pipelines")
     sizes = [(10, 2, 4), (100, 4, 10)] if args.quick else [(10, 2, 4), (100, 4, 10), (1000, 16, 50)]

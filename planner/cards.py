@@ -16,6 +16,9 @@ from planner.pipeline import Pipeline
 from planner.provenance import complete_lines, overlay_lines
 
 DEFAULT_VARIANT = "default"
+# Built-in cards are ours and well-formed: libyaml's safe loader where present (5x faster at cold
+# start), the pure-Python one otherwise. User files go through config.read_yaml's strict loader.
+_CARD_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ def all_cards() -> tuple[Card, ...]:
     for entry in sorted(resources.files("models").iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".yaml"):
             continue
-        raw = yaml.safe_load(entry.read_text(encoding="utf-8"))
+        raw = yaml.load(entry.read_text(encoding="utf-8"), Loader=_CARD_LOADER)  # noqa: S506
         variants = raw.get("variants") or {}
         default = raw.get("default_variant", DEFAULT_VARIANT)
         names = [default] + [v for v in variants if v != default]

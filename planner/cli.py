@@ -10,9 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING
 
 from planner.api import config_error_result, declared_plan, solve_pipeline
 from planner.cards import all_cards, load_pipeline
@@ -21,12 +19,16 @@ from planner.plan import EXIT_INVALID, EXIT_OK
 from planner.render.dicts import models_dict, result_json, show_dict
 from planner.render.dot import plan_dot
 from planner.render.flags import from_options
-from planner.render.text import render_models, render_result, render_show
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FORMATS = ("table", "json", "dot")
 
 
 def _console(stderr: bool = False) -> Console:
+    from rich.console import Console  # on use: `--format json` never pays for rich
+
     # Piped output gets a wide fixed width so tables and hints are not folded mid-flag.
     console = Console(highlight=False, stderr=stderr)
     if not console.is_terminal:
@@ -37,6 +39,8 @@ def _console(stderr: bool = False) -> Console:
 
 def _err(message: str) -> int:
     # The message quotes what the user wrote, which must not be read as rich markup.
+    from rich.markup import escape
+
     _console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", markup=True)
     return EXIT_INVALID
 
@@ -160,6 +164,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(models_dict(cards), indent=2))
     else:
+        from planner.render.text import render_models
+
         render_models(_console(), cards)
     return EXIT_OK
 
@@ -172,6 +178,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     elif args.format == "dot":
         print(plan_dot(plan, pipeline))
     else:
+        from planner.render.text import render_show
+
         render_show(_console(), pipeline, plan)
     return EXIT_OK
 
@@ -193,11 +201,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
     elif args.format == "dot" and result.ok:
         print(plan_dot(result.plan, pipeline))
     else:
+        from planner.render.text import render_result
+
         render_result(_console(), result)
     return result.exit_code
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from planner.render.text import render_result
+
     pipeline, result = _solve(args)
     if not result.ok:
         render_result(_console(stderr=True), result)

@@ -7,12 +7,12 @@ so a rule is checked in one place whatever layer a value came from.
 from __future__ import annotations
 
 import copy
+import graphlib
 import math
 import re
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 import yaml
 
 from planner.errors import ConfigError, ConfigIssue
@@ -445,229 +445,269 @@ def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageCon
     )
 
 
-def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
-                   extra_keys: dict[str, str] | None = None) -> Pipeline:
-    """Validate a merged raw config and return the Pipeline, or raise ConfigError with every issue."""
-    issues: list[ConfigIssue] = []
-    check_keys(raw, {**PIPELINE_KEYS, **(extra_keys or {})}, source, "", issues)
-    if raw.get("name") is not None:
-        _check_name(raw["name"], source, "name", issues, "pipeline")
+class _Scope:
+    """What every check of one pipeline shares: where it came from, the issues found so far, and
+    the stages and handoffs once they are known."""
 
-    raw_stages = raw.get("stages")
-    if not isinstance(raw_stages, list) or not raw_stages:
-        issues.append(ConfigIssue(source, "stages", "missing or empty",
-                                  "a pipeline lists its stages, each with a name and a process"))
-        raise ConfigError(issues)
-    stages: list[StageConfig] = []
-    seen: set[str] = set()
-    for i, r in enumerate(raw_stages):
-        s = _stage(r, i, source, issues)
-        if s is None:
-            continue
-        if s.name in seen:
-            issues.append(ConfigIssue(source, f"stages[{i}].name", f"duplicate stage name {s.name!r}",
-                                      "stage names are unique within a pipeline"))
-            continue
-        seen.add(s.name)
-        stages.append(s)
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.issues: list[ConfigIssue] = []
+        self.stages: list[StageConfig] = []
+        self.names: set[str] = set()
+        self.handoffs: set[tuple[str, str]] = set()
 
-    names = {s.name for s in stages}
-    graph = nx.DiGraph()
-    graph.add_nodes_from(s.name for s in stages)
-    for s in stages:
-        for field_name, targets in (("next", s.next), ("stream_to", s.stream_to)):
-            for t in targets:
-                if t not in names:
-                    issues.append(ConfigIssue(source, f"stages[name={s.name}].{field_name}",
-                                              f"hands off to unknown stage {t!r}",
-                                              f"the stages are: {', '.join(sorted(names))}"))
-                else:
-                    graph.add_edge(s.name, t)
-        for src in s.wait_for:
-            if src not in names:
-                issues.append(ConfigIssue(source, f"stages[name={s.name}].wait_for",
-                                          f"waits for unknown stage {src!r}",
-                                          f"the stages are: {', '.join(sorted(names))}"))
-            else:
-                graph.add_edge(src, s.name)
-    try:
-        cycle = nx.find_cycle(graph)
-        loop = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
-        issues.append(ConfigIssue(source, "stages", f"the handoffs form a cycle: {loop}",
-                                  "a pipeline is acyclic; remove one of these handoffs"))
-    except nx.NetworkXNoCycle:
-        pass
-    handoffs = set(graph.edges)
+    def issue(self, key: str, problem: str, allowed: str = "") -> None:
+        self.issues.append(ConfigIssue(self.source, key, problem, allowed))
 
-    roles_raw = {} if raw.get("roles") is None else raw["roles"]
-    roles: list[tuple[str, str]] = []
-    if not isinstance(roles_raw, dict):
-        issues.append(ConfigIssue(source, "roles", f"got {_describe(roles_raw)}",
-                                  "a mapping alias -> stage"))
-    else:
-        for alias, target in roles_raw.items():
-            if not _check_name(alias, source, key_path("roles", alias), issues, "role"):
-                continue
-            if not isinstance(target, str):
-                issues.append(ConfigIssue(source, key_path("roles", alias),
-                                          f"got {_describe(target)}",
-                                          "a role names one stage, e.g. vocoder: vocoder"))
-            elif target not in names:
-                issues.append(ConfigIssue(source, key_path("roles", alias),
-                                          f"names unknown stage {target!r}",
-                                          f"the stages are: {', '.join(sorted(names))}"))
-            else:
-                roles.append((alias, target))
+    @property
+    def known(self) -> str:
+        return f"the stages are: {', '.join(sorted(self.names))}"
 
-    def edges_of(key: str, items: Any) -> list[tuple[int, Any]]:
-        if items is None:
+    def items(self, key: str, value: Any) -> list[tuple[int, Any]]:
+        """The entries of a list-valued key (absent: none)."""
+        if value is None:
             return []
-        if not isinstance(items, list):
-            issues.append(ConfigIssue(source, key, f"got {_describe(items)}", "a list"))
+        if not isinstance(value, list):
+            self.issue(key, f"got {_describe(value)}", "a list")
             return []
-        return list(enumerate(items))
+        return list(enumerate(value))
 
-    def listed_twice(e: tuple[str, str], key: str, first: dict[tuple[str, str], str]) -> bool:
+    def listed_twice(self, e: tuple[str, str], key: str, first: dict[tuple[str, str], str]) -> bool:
         if e in first:
-            issues.append(ConfigIssue(source, key, f"{e[0]} -> {e[1]} is listed twice",
-                                      f"keep one entry for it (the other is {first[e]})"))
+            self.issue(key, f"{e[0]} -> {e[1]} is listed twice",
+                       f"keep one entry for it (the other is {first[e]})")
             return True
         first[e] = key
         return False
 
-    safe: set[tuple[str, str]] = set()
-    safe_at: dict[tuple[str, str], str] = {}
-    for i, item in edges_of("process_safe_edges", raw.get("process_safe_edges")):
-        e = _edge(item, source, f"process_safe_edges[{i}]", names, issues)
-        if e is None or listed_twice(e, f"process_safe_edges[{i}]", safe_at):
+    def edge(self, value: Any, key: str) -> tuple[str, str] | None:
+        return _edge(value, self.source, key, self.names, self.issues)
+
+
+def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
+                   extra_keys: dict[str, str] | None = None) -> Pipeline:
+    """Validate a merged raw config and return the Pipeline, or raise ConfigError with every issue."""
+    scope = _Scope(source)
+    check_keys(raw, {**PIPELINE_KEYS, **(extra_keys or {})}, source, "", scope.issues)
+    if raw.get("name") is not None:
+        _check_name(raw["name"], source, "name", scope.issues, "pipeline")
+    _check_stages(scope, raw.get("stages"))
+    _check_handoffs(scope)
+    roles = _check_roles(scope, raw.get("roles"))
+    safe = _check_safe_edges(scope, raw.get("process_safe_edges"))
+    reasons = _check_unsupported_edges(scope, raw.get("unsupported_edges"), safe)
+    resources = _check_edge_resources(scope, raw.get("process_edge_resources"))
+    fused = _check_fused_stages(scope, raw.get("fused_stages"))
+    policy = _check_placement(scope, raw.get("placement"))
+    if scope.issues:
+        raise ConfigError(scope.issues)
+    return Pipeline(
+        name=name,
+        variant=variant,
+        stages=tuple(scope.stages),
+        roles=roles,
+        process_safe_edges=frozenset(safe),
+        unsupported_reasons=reasons,
+        edge_resources=resources,
+        fused_stages=fused,
+        placement=policy,
+        source=source,
+    )
+
+
+def _check_stages(scope: _Scope, raw_stages: Any) -> None:
+    """Every stage valid on its own, names unique; nothing else can be checked without them."""
+    if not isinstance(raw_stages, list) or not raw_stages:
+        scope.issue("stages", "missing or empty",
+                    "a pipeline lists its stages, each with a name and a process")
+        raise ConfigError(scope.issues)
+    for i, r in enumerate(raw_stages):
+        s = _stage(r, i, scope.source, scope.issues)
+        if s is None:
             continue
-        if e not in handoffs:
-            issues.append(ConfigIssue(source, f"process_safe_edges[{i}]",
-                                      f"{e[0]} -> {e[1]} is not a handoff of this pipeline",
-                                      "list only edges that next, stream_to or wait_for declare"))
+        if s.name in scope.names:
+            scope.issue(f"stages[{i}].name", f"duplicate stage name {s.name!r}",
+                        "stage names are unique within a pipeline")
+            continue
+        scope.names.add(s.name)
+        scope.stages.append(s)
+
+
+def _check_handoffs(scope: _Scope) -> None:
+    """`next`, `stream_to` and `wait_for` name known stages, and the handoffs form no cycle."""
+    order: dict[str, set[str]] = {s.name: set() for s in scope.stages}  # stage -> its sources
+    for s in scope.stages:
+        for field_name, targets in (("next", s.next), ("stream_to", s.stream_to)):
+            for t in targets:
+                if t not in scope.names:
+                    scope.issue(f"stages[name={s.name}].{field_name}",
+                                f"hands off to unknown stage {t!r}", scope.known)
+                else:
+                    scope.handoffs.add((s.name, t))
+                    order[t].add(s.name)
+        for src in s.wait_for:
+            if src not in scope.names:
+                scope.issue(f"stages[name={s.name}].wait_for", f"waits for unknown stage {src!r}",
+                            scope.known)
+            else:
+                scope.handoffs.add((src, s.name))
+                order[s.name].add(src)
+    try:
+        tuple(graphlib.TopologicalSorter(order).static_order())
+    except graphlib.CycleError as err:
+        # graphlib lists each stage before the one it hands off to; start at the earliest stage.
+        cycle = list(err.args[1][:-1])
+        order = [s.name for s in scope.stages]
+        first = cycle.index(min(cycle, key=order.index))
+        loop = " -> ".join(cycle[first:] + cycle[:first] + [cycle[first]])
+        scope.issue("stages", f"the handoffs form a cycle: {loop}",
+                    "a pipeline is acyclic; remove one of these handoffs")
+
+
+def _check_roles(scope: _Scope, roles_raw: Any) -> tuple[tuple[str, str], ...]:
+    roles_raw = {} if roles_raw is None else roles_raw
+    roles: list[tuple[str, str]] = []
+    if not isinstance(roles_raw, dict):
+        scope.issue("roles", f"got {_describe(roles_raw)}", "a mapping alias -> stage")
+        return ()
+    for alias, target in roles_raw.items():
+        if not _check_name(alias, scope.source, key_path("roles", alias), scope.issues, "role"):
+            continue
+        if not isinstance(target, str):
+            scope.issue(key_path("roles", alias), f"got {_describe(target)}",
+                        "a role names one stage, e.g. vocoder: vocoder")
+        elif target not in scope.names:
+            scope.issue(key_path("roles", alias), f"names unknown stage {target!r}", scope.known)
+        else:
+            roles.append((alias, target))
+    return tuple(roles)
+
+
+def _check_safe_edges(scope: _Scope, value: Any) -> set[tuple[str, str]]:
+    safe: set[tuple[str, str]] = set()
+    first: dict[tuple[str, str], str] = {}
+    for i, item in scope.items("process_safe_edges", value):
+        key = f"process_safe_edges[{i}]"
+        e = scope.edge(item, key)
+        if e is None or scope.listed_twice(e, key, first):
+            continue
+        if e not in scope.handoffs:
+            scope.issue(key, f"{e[0]} -> {e[1]} is not a handoff of this pipeline",
+                        "list only edges that next, stream_to or wait_for declare")
             continue
         safe.add(e)
+    return safe
 
+
+def _check_unsupported_edges(scope: _Scope, value: Any, safe: set[tuple[str, str]]
+                             ) -> tuple[tuple[tuple[str, str], str], ...]:
     reasons: list[tuple[tuple[str, str], str]] = []
-    unsupported_at: dict[tuple[str, str], str] = {}
-    for i, item in edges_of("unsupported_edges", raw.get("unsupported_edges")):
+    first: dict[tuple[str, str], str] = {}
+    for i, item in scope.items("unsupported_edges", value):
         key = f"unsupported_edges[{i}]"
         if not isinstance(item, dict) or "edge" not in item:
-            issues.append(ConfigIssue(source, key, f"got {_describe(item)}",
-                                      "{edge: [a, b], reason: '...'}"))
+            scope.issue(key, f"got {_describe(item)}", "{edge: [a, b], reason: '...'}")
             continue
-        check_keys(item, ("edge", "reason"), source, key, issues)
-        e = _edge(item["edge"], source, f"{key}.edge", names, issues)
-        if e is None or listed_twice(e, f"{key}.edge", unsupported_at):
+        check_keys(item, ("edge", "reason"), scope.source, key, scope.issues)
+        e = scope.edge(item["edge"], f"{key}.edge")
+        if e is None or scope.listed_twice(e, f"{key}.edge", first):
             continue
-        if e not in handoffs:
-            issues.append(ConfigIssue(source, f"{key}.edge",
-                                      f"{e[0]} -> {e[1]} is not a handoff of this pipeline"))
+        if e not in scope.handoffs:
+            scope.issue(f"{key}.edge", f"{e[0]} -> {e[1]} is not a handoff of this pipeline")
         elif e in safe:
-            issues.append(ConfigIssue(source, f"{key}.edge",
-                                      f"{e[0]} -> {e[1]} is also listed in process_safe_edges",
-                                      "an edge is either process-safe or unsupported"))
+            scope.issue(f"{key}.edge", f"{e[0]} -> {e[1]} is also listed in process_safe_edges",
+                        "an edge is either process-safe or unsupported")
         else:
             reasons.append((e, str(item.get("reason") or "it carries process-local state")))
+    return tuple(reasons)
 
+
+def _check_edge_resources(scope: _Scope, value: Any) -> tuple[EdgeResources, ...]:
     resources: list[EdgeResources] = []
-    resources_at: dict[tuple[str, str], str] = {}
-    for i, item in edges_of("process_edge_resources", raw.get("process_edge_resources")):
+    first: dict[tuple[str, str], str] = {}
+    for i, item in scope.items("process_edge_resources", value):
         key = f"process_edge_resources[{i}]"
         if not isinstance(item, dict) or "edge" not in item or "fractions" not in item:
-            issues.append(ConfigIssue(source, key, f"got {_describe(item)}",
-                                      "{edge: [a, b], fractions: {stage: 0.1, ...}}"))
+            scope.issue(key, f"got {_describe(item)}",
+                        "{edge: [a, b], fractions: {stage: 0.1, ...}}")
             continue
-        check_keys(item, ("edge", "fractions"), source, key, issues)
-        e = _edge(item["edge"], source, f"{key}.edge", names, issues)
-        if e is not None and listed_twice(e, f"{key}.edge", resources_at):
+        check_keys(item, ("edge", "fractions"), scope.source, key, scope.issues)
+        e = scope.edge(item["edge"], f"{key}.edge")
+        if e is not None and scope.listed_twice(e, f"{key}.edge", first):
             e = None
-        elif e is not None and e not in handoffs:
-            issues.append(ConfigIssue(source, f"{key}.edge",
-                                      f"{e[0]} -> {e[1]} is not a handoff of this pipeline"))
+        elif e is not None and e not in scope.handoffs:
+            scope.issue(f"{key}.edge", f"{e[0]} -> {e[1]} is not a handoff of this pipeline")
             e = None
         fr = item["fractions"]
         if not isinstance(fr, dict) or not fr:
-            issues.append(ConfigIssue(source, f"{key}.fractions", f"got {_describe(fr)}",
-                                      "a mapping stage -> fraction"))
+            scope.issue(f"{key}.fractions", f"got {_describe(fr)}", "a mapping stage -> fraction")
             continue
         pairs: list[tuple[str, float]] = []
         for st, val in fr.items():
-            if st not in names:
-                issues.append(ConfigIssue(source, key_path(f"{key}.fractions", st),
-                                          f"recommendation names unknown stage {st!r}",
-                                          f"the stages are: {', '.join(sorted(names))}"))
+            if st not in scope.names:
+                scope.issue(key_path(f"{key}.fractions", st),
+                            f"recommendation names unknown stage {st!r}", scope.known)
                 continue
-            v = _fraction(val, source, key_path(f"{key}.fractions", st), issues)
+            v = _fraction(val, scope.source, key_path(f"{key}.fractions", st), scope.issues)
             if v is not None:
                 pairs.append((st, v))
         if e is not None:
             resources.append(EdgeResources(edge=e, fractions=tuple(pairs)))
+    return tuple(resources)
 
+
+def _check_fused_stages(scope: _Scope, value: Any) -> tuple[tuple[str, ...], ...]:
     fused: list[tuple[str, ...]] = []
     in_fused: set[str] = set()
-    for i, item in edges_of("fused_stages", raw.get("fused_stages")):
+    by_name = {s.name: s for s in scope.stages}
+    order = [s.name for s in scope.stages]
+    for i, item in scope.items("fused_stages", value):
         key = f"fused_stages[{i}]"
         if not (isinstance(item, list) and len(item) >= 2 and all(isinstance(x, str) for x in item)):
-            issues.append(ConfigIssue(source, key, f"got {_describe(item)}",
-                                      "a list of two or more stages"))
+            scope.issue(key, f"got {_describe(item)}", "a list of two or more stages")
             continue
         twice = [x for x in dict.fromkeys(item) if item.count(x) > 1]
         if twice:
-            issues.append(ConfigIssue(source, key, f"names stage {twice[0]!r} twice",
-                                      "list each stage once; a fused group has two or more stages"))
+            scope.issue(key, f"names stage {twice[0]!r} twice",
+                        "list each stage once; a fused group has two or more stages")
             continue
-        bad = [x for x in item if x not in names]
+        bad = [x for x in item if x not in scope.names]
         if bad:
-            issues.append(ConfigIssue(source, key, f"names unknown stage {bad[0]!r}",
-                                      f"the stages are: {', '.join(sorted(names))}"))
+            scope.issue(key, f"names unknown stage {bad[0]!r}", scope.known)
             continue
-        tp = [x for x in item if next(s for s in stages if s.name == x).is_tp]
+        tp = [x for x in item if by_name[x].is_tp]
         if tp:
-            issues.append(ConfigIssue(source, key, f"fuses tensor-parallel stage {tp[0]!r}",
-                                      "a TP stage runs one process per rank and cannot be fused"))
+            scope.issue(key, f"fuses tensor-parallel stage {tp[0]!r}",
+                        "a TP stage runs one process per rank and cannot be fused")
             continue
-        on = sorted({g for x in item for g in next(s for s in stages if s.name == x).gpus})
+        on = sorted({g for x in item for g in by_name[x].gpus})
         if len(on) > 1:
-            issues.append(ConfigIssue(source, key, f"fuses stages on GPUs {on}",
-                                      "fused stages share one process, and one process drives one "
-                                      "GPU; put them on one GPU or stop fusing them"))
+            scope.issue(key, f"fuses stages on GPUs {on}",
+                        "fused stages share one process, and one process drives one GPU; put them "
+                        "on one GPU or stop fusing them")
             continue
         again = [x for x in item if x in in_fused]
         if again:
-            issues.append(ConfigIssue(source, key, f"stage {again[0]!r} is in two fused groups",
-                                      "merge the two lists into one"))
+            scope.issue(key, f"stage {again[0]!r} is in two fused groups",
+                        "merge the two lists into one")
             continue
         in_fused.update(item)
-        order = [s.name for s in stages]
         fused.append(tuple(sorted(item, key=order.index)))
+    return tuple(fused)
 
-    pol_raw = {} if raw.get("placement") is None else raw["placement"]
-    policy = PlacementPolicy()
+
+def _check_placement(scope: _Scope, value: Any) -> PlacementPolicy:
+    pol_raw = {} if value is None else value
     if not isinstance(pol_raw, dict):
-        issues.append(ConfigIssue(source, "placement", f"got {_describe(pol_raw)}", "a mapping"))
-    else:
-        check_keys(pol_raw, PLACEMENT_KEYS, source, "placement", issues)
-        limit = pol_raw.get("max_total_gpu_memory_fraction_per_gpu", 1.0)
-        limit_v = _fraction(limit, source, "placement.max_total_gpu_memory_fraction_per_gpu", issues)
-        req = pol_raw.get("require_memory_fraction_for_colocation", True)
-        if not isinstance(req, bool):
-            issues.append(ConfigIssue(source, "placement.require_memory_fraction_for_colocation",
-                                      f"got {_describe(req)}", "true or false"))
-            req = True
-        policy = PlacementPolicy(limit_v if limit_v is not None else 1.0, req)
-
-    if issues:
-        raise ConfigError(issues)
-    return Pipeline(
-        name=name,
-        variant=variant,
-        stages=tuple(stages),
-        roles=tuple(roles),
-        process_safe_edges=frozenset(safe),
-        unsupported_reasons=tuple(reasons),
-        edge_resources=tuple(resources),
-        fused_stages=tuple(fused),
-        placement=policy,
-        source=source,
-    )
+        scope.issue("placement", f"got {_describe(pol_raw)}", "a mapping")
+        return PlacementPolicy()
+    check_keys(pol_raw, PLACEMENT_KEYS, scope.source, "placement", scope.issues)
+    limit = pol_raw.get("max_total_gpu_memory_fraction_per_gpu", 1.0)
+    limit_v = _fraction(limit, scope.source, "placement.max_total_gpu_memory_fraction_per_gpu",
+                        scope.issues)
+    req = pol_raw.get("require_memory_fraction_for_colocation", True)
+    if not isinstance(req, bool):
+        scope.issue("placement.require_memory_fraction_for_colocation", f"got {_describe(req)}",
+                    "true or false")
+        req = True
+    return PlacementPolicy(limit_v if limit_v is not None else 1.0, req)

@@ -3,13 +3,13 @@ in the one report order the rule registry defines."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 
 from planner.plan import Diagnostic
 from planner.problem import Problem
 from planner.rules import BY_KIND, CODE_ORDER, REQUEST
 from planner.rules.base import Rule
+from planner.render.prose import describe
 from planner.rules.context import Explanation
 from planner.solver import Assignment
 
@@ -29,4 +29,10 @@ class Explainer:
     def explain(self, core: list[Rule]) -> Diagnostic:
         main = next(r for r in core if r.kind != REQUEST)
         kind = BY_KIND[main.kind]
-        return dataclasses.replace(kind.explain(self.context, main, core), rule=kind.statement)
+        conflict, fix = kind.explain(self.context, main, core)
+        prose = describe(conflict)
+        return Diagnostic(
+            code=conflict.code, message=prose.message, stages=conflict.stages,
+            edge=getattr(conflict, "edge", None), gpu=getattr(conflict, "gpu", None),
+            because=prose.because, hint=prose.hint, fix=fix, rule=kind.statement,
+            conflict=conflict)

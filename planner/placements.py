@@ -88,10 +88,12 @@ def block_names(pipeline: Pipeline, blocks: Sequence[Sequence[str]]) -> list[str
 
 
 def partition_requests(pipeline: Pipeline, blocks: Sequence[Sequence[str]]) -> tuple[Request, ...]:
-    """The requests that put each block of stages in a process of its own."""
+    """The requests that put each block of stages in a process of its own (none for a stage that
+    already runs there: the declared partition needs no request at all)."""
+    declared = declared_baseline(pipeline).process
     return tuple(Assign(stage, name)
                  for block, name in zip(blocks, block_names(pipeline, blocks))
-                 for stage in block)
+                 for stage in block if declared.get(stage) != name)
 
 
 def feasible_placements(pipeline: Pipeline, limit: int | None = None) -> list[FeasiblePlacement]:

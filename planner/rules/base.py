@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from planner.plan import Diagnostic
+    from planner.conflicts import Conflict
+    from planner.plan import Fix
     from planner.rules.context import Explanation
     from planner.solver import PlacementModel
 
@@ -30,7 +31,8 @@ class Rule:
 @dataclass(frozen=True)
 class RuleKind:
     """A placement rule: its diagnostic codes, its statement, how it is encoded into the shared
-    CP-SAT model (one assumption literal per instance) and how a core that breaks it is explained.
+    CP-SAT model (one assumption literal per instance) and how a core that breaks it is explained:
+    as a typed conflict and the fix that removes it (the sentences are rendered elsewhere).
 
     `codes` lists every code its diagnostics may carry; `placement_hard` says whether a placement
     hint must respect it (fraction rules are fixed by a YAML line instead of a move).
@@ -41,4 +43,4 @@ class RuleKind:
     statement: str
     placement_hard: bool
     encode: Callable[[PlacementModel], None]
-    explain: Callable[[Explanation, Rule, list[Rule]], Diagnostic]
+    explain: Callable[[Explanation, Rule, list[Rule]], tuple[Conflict, Fix | None]]

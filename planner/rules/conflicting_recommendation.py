@@ -5,10 +5,11 @@ which split the operator meant (also when the stage declares its own value)."""
 
 from __future__ import annotations
 
-from planner.plan import Diagnostic
+from planner.conflicts import Conflict, ConflictingRecommendation
+from planner.plan import Fix
 from planner.problem import SCALE
 from planner.rules.base import Rule, RuleKind
-from planner.rules.context import Explanation, placement_hint
+from planner.rules.context import Explanation
 
 CODE = "conflicting-recommendation"
 STATEMENT = "a stage takes one recommended fraction"
@@ -25,17 +26,14 @@ def encode(model) -> None:
                 m.add_bool_or([~lit, ~model.cross[e1], ~model.cross[e2]])
 
 
-def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
-    s = rule.stage
-    recs = ctx.problem.recommendations.get(s, [])
-    listed = "; ".join(f"{u / SCALE:g} from {e[0]} -> {e[1]}" for e, u in recs)
-    because = ctx.because_requests(core)
-    because.append(f"{ctx.problem.pipeline.name} recommends different fractions for {s} on the "
-                   f"split handoffs: {listed}")
-    hint, fix = placement_hint(ctx.problem, ctx.nearest, "split only one of those handoffs")
-    return Diagnostic(
-        code=CODE, message=f"stage {s} gets conflicting recommended fractions ({listed})",
-        stages=(s,), because=tuple(because), hint=hint, fix=fix)
+def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, Fix | None]:
+    recs = ctx.problem.recommendations.get(rule.stage, [])
+    nearest = ctx.nearest_requests()
+    conflict = ConflictingRecommendation(
+        model=ctx.problem.pipeline.name, stage=rule.stage,
+        recommendations=tuple((e, u / SCALE) for e, u in recs), requests=ctx.blames(core),
+        nearest=nearest)
+    return conflict, ctx.placement_fix(nearest)
 
 
 RULE = RuleKind(kind="no-conflict", codes=(CODE,), statement=STATEMENT, placement_hard=True,

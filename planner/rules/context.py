@@ -1,5 +1,5 @@
 """What every rule's explanation shares: the problem, the nearest feasible placement for hints,
-the requests of a core in words, and the fractions a GPU would get."""
+the requests of a core, and the fractions a GPU would get. Builds data, never sentences."""
 
 from __future__ import annotations
 
@@ -7,17 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from planner.conflicts import Blame, CardTarget
 from planner.plan import Assign, Fix, Isolate, Request
 from planner.problem import Problem, to_units
-from planner.render.flags import flags
 from planner.rules.base import Rule
 
 if TYPE_CHECKING:
     from planner.solver import Assignment
-
-
-def quoted(requests: tuple[Request, ...]) -> str:
-    return "`" + " ".join(flags(requests)) + "`"
 
 
 def placement_requests(problem: Problem, a: Assignment) -> tuple[Request, ...]:
@@ -34,38 +30,15 @@ def placement_requests(problem: Problem, a: Assignment) -> tuple[Request, ...]:
     return tuple(out)
 
 
-def placement_hint(problem: Problem, nearest: Assignment | None, what: str) -> tuple[str, Fix | None]:
-    if nearest is None:
-        return (f"no placement near this request avoids the conflict; {what}", None)
-    requests = placement_requests(problem, nearest)
-    if not requests:
-        return (f"{what}: drop the placement flags (the declared topology is valid)",
-                Fix(requests=()))
-    return (f"{what}: run with {quoted(requests)} instead", Fix(requests=requests))
-
-
-def yaml_fractions(values: dict[str, float]) -> tuple[str, dict]:
-    lines = ["stages:"]
-    overlay: dict = {"stages": []}
-    for s, v in values.items():
-        lines.append(f"  - {{name: {s}, runtime: {{resources: {{total_gpu_memory_fraction: {v:g}}}}}}}")
-        overlay["stages"].append(
-            {"name": s, "runtime": {"resources": {"total_gpu_memory_fraction": v}}})
-    return "\n".join(lines), overlay
-
-
-def config_hint(problem: Problem, yaml_text: str) -> str:
-    """Where the YAML goes: the user's config, or a new overlay on the card they started from."""
-    pl = problem.pipeline
-    if pl.source.startswith("card "):
-        return (f"put this in a YAML file and pass it with --config:\nmodel: {pl.name}\n"
-                + (f"variant: {pl.variant}\n" if pl.variant != "default" else "") + yaml_text)
-    return f"add to your --config YAML:\n{yaml_text}"
+def fraction_overlay(values: dict[str, float]) -> dict:
+    """A YAML overlay (as data) that declares these fractions."""
+    return {"stages": [{"name": s, "runtime": {"resources": {"total_gpu_memory_fraction": v}}}
+                       for s, v in values.items()]}
 
 
 @dataclass
 class Explanation:
-    """Shared by the explanations of one solve: `nearest(keep)` is the hint search."""
+    """Shared by the explanations of one solve: `nearest_to(keep)` is the hint search."""
 
     problem: Problem
     nearest_to: Callable[..., Assignment | None]
@@ -74,17 +47,25 @@ class Explanation:
     def nearest(self) -> Assignment | None:
         return self.nearest_to()
 
-    def because_requests(self, core: list[Rule]) -> list[str]:
+    def nearest_requests(self, keep: frozenset[str] = frozenset()) -> tuple[Request, ...] | None:
+        a = self.nearest_to(keep) if keep else self.nearest
+        return None if a is None else placement_requests(self.problem, a)
+
+    @staticmethod
+    def placement_fix(nearest: tuple[Request, ...] | None) -> Fix | None:
+        return None if nearest is None else Fix(requests=nearest)
+
+    def blames(self, core: list[Rule]) -> tuple[Blame, ...]:
         out = []
         for rule in core:
             if rule.kind == "request":
                 r = self.problem.request_of[rule.stage]
-                if r.noop:
-                    continue
-                where = f"its own process {r.process}" if r.alone else f"process {r.process}"
-                alias = f" (role {r.typed} of {r.stage})" if r.typed != r.stage else ""
-                out.append(f"`{r.flag}` puts {r.stage}{alias} in {where}")
-        return out
+                out.append(Blame(request=r.request, stage=r.stage, process=r.process, noop=r.noop))
+        return tuple(out)
+
+    def card_target(self) -> CardTarget | None:
+        pl = self.problem.pipeline
+        return CardTarget(pl.name, pl.variant) if pl.source.startswith("card ") else None
 
     def fractions_when_requested(self, gpu: int) -> dict[str, int]:
         """Fractions on a GPU as the request would set them (declared, else recommended)."""

@@ -5,9 +5,10 @@ and a `process-name-conflict` otherwise (the request only names another process 
 
 from __future__ import annotations
 
-from planner.plan import Diagnostic
+from planner.conflicts import Conflict, FusedSplit
+from planner.plan import Fix
 from planner.rules.base import Rule, RuleKind
-from planner.rules.context import Explanation, placement_hint
+from planner.rules.context import Explanation
 
 CODES = ("isolation-conflict", "process-name-conflict")
 STATEMENT = "fused stages always share one process"
@@ -26,19 +27,15 @@ def encode(model) -> None:
                     m.add_bool_or([~lit, ~(xa if xa is not None else xb)])
 
 
-def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
+def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, Fix | None]:
     group = rule.group
-    moved = sorted(m for m in group if m in ctx.problem.request_of)
-    isolates = [s for s in moved if ctx.problem.request_of[s].alone]
-    because = ctx.because_requests(core)
-    because.append(f"fused_stages binds {', '.join(group)} into one process")
-    hint, fix = placement_hint(ctx.problem, ctx.nearest, "move the fused stages together")
-    partners = [m for m in group if m not in moved]
-    return Diagnostic(
-        code=CODES[0] if isolates else CODES[1],
-        message=f"{', '.join(moved) or group[0]} cannot leave fused partner"
-                f"{'s' if len(partners) > 1 else ''} {', '.join(partners)}",
-        stages=tuple(sorted(group)), because=tuple(because), hint=hint, fix=fix)
+    moved = tuple(sorted(m for m in group if m in ctx.problem.request_of))
+    nearest = ctx.nearest_requests()
+    conflict = FusedSplit(
+        group=group, moved=moved, partners=tuple(m for m in group if m not in moved),
+        isolating=any(ctx.problem.request_of[s].alone for s in moved), requests=ctx.blames(core),
+        nearest=nearest)
+    return conflict, ctx.placement_fix(nearest)
 
 
 RULE = RuleKind(kind="fused", codes=CODES, statement=STATEMENT, placement_hard=True,

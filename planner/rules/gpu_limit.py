@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import math
 
-from planner.plan import Diagnostic, Fix
+from planner.conflicts import Conflict, OverLimit
+from planner.plan import Fix
 from planner.problem import SCALE, to_units
 from planner.rules.base import Rule, RuleKind
-from planner.rules.context import Explanation, config_hint, yaml_fractions
+from planner.rules.context import Explanation, fraction_overlay
 
 CODE = "over-limit"
 STATEMENT = "the fractions on one GPU add up to at most the placement limit"
@@ -37,32 +38,23 @@ def encode(model) -> None:
             m.add(total <= p.limit_units).only_enforce_if(lit)
 
 
-def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
-    g = rule.gpu
-    values = ctx.fractions_when_requested(g)
+def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, Fix | None]:
+    values = ctx.fractions_when_requested(rule.gpu)
     total = sum(values.values())
     limit = ctx.problem.limit_units
-    excess = total - limit
-    parts = ", ".join(f"{s} {u / SCALE:g}" for s, u in values.items())
-    because = ctx.because_requests(core)
-    because.append(f"the stages on GPU {g} take {parts}, together {total / SCALE:.3f}")
-    because.append(f"placement.max_total_gpu_memory_fraction_per_gpu is {limit / SCALE:.3f}")
     # Shrink the largest fraction by the excess (rounded up to 0.001), or all proportionally.
-    step = math.ceil(excess / 1000) * 1000
+    step = math.ceil((total - limit) / 1000) * 1000
     biggest = max(values, key=lambda s: (values[s], s))
     if values[biggest] - step > 0:
         new = {biggest: (values[biggest] - step) / SCALE}
     else:
         scale = limit / total
         new = {s: math.floor(u * scale / 1000) / 1000 for s, u in values.items()}
-    text, overlay = yaml_fractions(new)
-    return Diagnostic(
-        code=CODE,
-        message=f"GPU {g} would be at {total / SCALE:.3f} of its memory, over the limit "
-                f"{limit / SCALE:.3f} by {excess / SCALE:.3f}",
-        stages=tuple(sorted(values)), gpu=g, because=tuple(because),
-        hint=f"shrink GPU {g} by at least {excess / SCALE:.3f}; " + config_hint(ctx.problem, text),
-        fix=Fix(config=overlay))
+    conflict = OverLimit(
+        gpu=rule.gpu, fractions=tuple((s, u / SCALE) for s, u in values.items()),
+        total=total / SCALE, limit=limit / SCALE, requests=ctx.blames(core),
+        proposal=tuple(new.items()), card=ctx.card_target())
+    return conflict, Fix(config=fraction_overlay(new))
 
 
 RULE = RuleKind(kind="limit", codes=(CODE,), statement=STATEMENT, placement_hard=False,

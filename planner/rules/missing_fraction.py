@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import math
 
-from planner.plan import Diagnostic, Fix
+from planner.conflicts import Conflict, MissingFraction
+from planner.plan import Fix
 from planner.problem import SCALE, to_units
 from planner.rules.base import Rule, RuleKind
-from planner.rules.context import Explanation, config_hint, yaml_fractions
+from planner.rules.context import Explanation, fraction_overlay
 from planner.topology import tp_rank_names
 
 CODE = "missing-fraction"
@@ -40,21 +41,15 @@ def encode(model) -> None:
             m.add_bool_or(clause)
 
 
-def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
+def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, Fix | None]:
     g, p = rule.gpu, ctx.problem
     pl, target = p.pipeline, p.target
     have = ctx.fractions_when_requested(g)
-    missing = sorted(s for s in p.stages_on(g) if s not in have)
     on = p.stages_on(g)
+    missing = sorted(s for s in on if s not in have)
     procs = sorted({target[s] for s in on if s in target}
                    | {tp_rank_names(pl, s)[pl.stage(s).gpus.index(g)]
                       for s in on if s in p.tp_stages})
-    because = ctx.because_requests(core)
-    if not because:
-        because.append(f"the declared topology already runs {', '.join(procs)} on GPU {g}")
-    because.append("placement.require_memory_fraction_for_colocation is true")
-    if any(r.kind == "request" for r in core):
-        because.append(f"{pl.name} recommends no fraction for {', '.join(missing)} on this split")
     # Proposed values: the card's own recommendation where it has one, else an even share of
     # what is left under the limit.
     known = {}
@@ -67,16 +62,12 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
         left = p.limit_units - sum(have.values()) - sum(to_units(v) for v in proposal.values())
         share = max(math.floor(left / len(rest) / 10_000) * 10_000, 10_000)
         proposal.update({s: share / SCALE for s in rest})
-    text, overlay = yaml_fractions({s: proposal[s] for s in missing})
-    return Diagnostic(
-        code=CODE,
-        message=f"GPU {g} is shared by processes {', '.join(procs)}, but "
-                f"{', '.join(missing)} declare{'s' if len(missing) == 1 else ''} no GPU memory "
-                f"fraction",
-        stages=tuple(missing), gpu=g, because=tuple(because),
-        hint="declare runtime.resources.total_gpu_memory_fraction for each (sized to your "
-             "models; these shares fit the limit); " + config_hint(p, text),
-        fix=Fix(config=overlay))
+    ordered = {s: proposal[s] for s in missing}
+    conflict = MissingFraction(
+        model=pl.name, gpu=g, processes=tuple(procs), missing=tuple(missing),
+        requests=ctx.blames(core), requested=any(r.kind == "request" for r in core),
+        proposal=tuple(ordered.items()), card=ctx.card_target())
+    return conflict, Fix(config=fraction_overlay(ordered))
 
 
 RULE = RuleKind(kind="fractions", codes=(CODE,), statement=STATEMENT, placement_hard=False,

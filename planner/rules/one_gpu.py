@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from planner.plan import Diagnostic
+from planner.conflicts import Conflict, SpansGpus
+from planner.plan import Fix
 from planner.rules.base import Rule, RuleKind
-from planner.rules.context import Explanation, placement_hint
+from planner.rules.context import Explanation
 
 CODE = "spans-gpus"
 STATEMENT = "one process holds stages on at most one GPU"
@@ -22,18 +23,15 @@ def encode(model) -> None:
             model.model.add(sum(ons) <= 1).only_enforce_if(lit)
 
 
-def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
-    proc, pl = rule.process, ctx.problem.pipeline
-    members = [s for s, p in ctx.problem.target.items() if p == proc]
-    placed = ", ".join(f"{s} (GPU {pl.stage(s).gpus[0]})" for s in members if pl.stage(s).on_gpu)
-    gpus = sorted({pl.stage(s).gpus[0] for s in members if pl.stage(s).on_gpu})
-    because = ctx.because_requests(core)
-    because.append(f"process {proc} would hold {placed}, and one process drives one GPU")
-    hint, fix = placement_hint(ctx.problem, ctx.nearest,
-                               "keep the stages of each GPU in their own process")
-    return Diagnostic(
-        code=CODE, message=f"process {proc} would span GPUs {', '.join(map(str, gpus))}",
-        stages=tuple(sorted(members)), because=tuple(because), hint=hint, fix=fix)
+def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, Fix | None]:
+    pl = ctx.problem.pipeline
+    members = tuple(s for s, p in ctx.problem.target.items() if p == rule.process)
+    nearest = ctx.nearest_requests()
+    conflict = SpansGpus(
+        process=rule.process,
+        placed=tuple((s, pl.stage(s).gpus[0]) for s in members if pl.stage(s).on_gpu),
+        members=members, requests=ctx.blames(core), nearest=nearest)
+    return conflict, ctx.placement_fix(nearest)
 
 
 RULE = RuleKind(kind="one-gpu", codes=(CODE,), statement=STATEMENT, placement_hard=True,

@@ -4,9 +4,10 @@ the same rank names."""
 
 from __future__ import annotations
 
-from planner.plan import Diagnostic, Fix
+from planner.conflicts import Conflict, RankNameTaken, SharedRankNames
+from planner.plan import Fix
 from planner.rules.base import Rule, RuleKind
-from planner.rules.context import Explanation, config_hint, placement_hint
+from planner.rules.context import Explanation
 
 CODE = "process-name-conflict"
 
@@ -19,17 +20,11 @@ def encode_taken(model) -> None:
                 model.model.add_implication(lit, ~model.x[s, name])
 
 
-def explain_taken(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
-    proc = rule.process
-    because = ctx.because_requests(core)
-    because.append(f"{proc} is the process of rank {proc.rsplit('_tp', 1)[-1]} of "
-                   f"tensor-parallel stage {rule.stage}")
-    hint, fix = placement_hint(ctx.problem, ctx.nearest, "choose another process name")
-    stages = tuple(sorted(r.stage for r in core if r.kind == "request"))
-    return Diagnostic(
-        code=CODE,
-        message=f"process name {proc} is already taken by a tensor-parallel rank of {rule.stage}",
-        stages=stages or (rule.stage,), because=tuple(because), hint=hint, fix=fix)
+def explain_taken(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, Fix | None]:
+    nearest = ctx.nearest_requests()
+    conflict = RankNameTaken(process=rule.process, tp_stage=rule.stage,
+                             requests=ctx.blames(core), nearest=nearest)
+    return conflict, ctx.placement_fix(nearest)
 
 
 def encode_shared(model) -> None:
@@ -39,19 +34,12 @@ def encode_shared(model) -> None:
                                                          stage=owners[1]))])
 
 
-def explain_shared(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
-    owners = ctx.problem.rank_names[rule.process]
+def explain_shared(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, Fix | None]:
+    owners = tuple(ctx.problem.rank_names[rule.process])
     later = owners[-1]
-    return Diagnostic(
-        code=CODE,
-        message=f"tensor-parallel stages {' and '.join(owners)} both name a rank process "
-                f"{rule.process}",
-        stages=tuple(sorted(owners)),
-        because=((f"TP rank processes are named <process>_tp<rank>, and {', '.join(owners)} "
-                  f"share one process name"),),
-        hint=f"give {later} its own process name; " + config_hint(
-            ctx.problem, f"stages:\n  - {{name: {later}, process: {later}}}"),
-        fix=Fix(config={"stages": [{"name": later, "process": later}]}))
+    conflict = SharedRankNames(process=rule.process, tp_stages=owners, rename=later,
+                               card=ctx.card_target())
+    return conflict, Fix(config={"stages": [{"name": later, "process": later}]})
 
 
 TAKEN = RuleKind(kind="name", codes=(CODE,),

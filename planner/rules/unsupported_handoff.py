@@ -6,9 +6,10 @@ YAML line, as a request would be."""
 
 from __future__ import annotations
 
-from planner.plan import Diagnostic, Fix
+from planner.conflicts import Conflict, DeclaredSplit, MovedBy, Stay, UnsupportedHandoff
+from planner.plan import Fix
 from planner.rules.base import Rule, RuleKind
-from planner.rules.context import Explanation, placement_requests, placement_hint, quoted
+from planner.rules.context import Explanation, placement_requests
 
 CODE = "unsupported-handoff"
 STATEMENT = "a handoff the model does not declare process-safe stays in one process"
@@ -21,78 +22,59 @@ def encode(model) -> None:
             model.model.add_implication(model.literal(Rule("unsafe", edge=e)), ~model.cross[e])
 
 
-def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> Diagnostic:
+def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, Fix | None]:
     if rule.edge in ctx.problem.declared_unsafe_splits:
         return _declared(ctx, rule)
-    u, v = rule.edge
     pl = ctx.problem.pipeline
-    reason = pl.unsupported_reason(rule.edge)
-    because = ctx.because_requests(core)
-    because.append(f"{pl.name} needs {u} -> {v} inside one process: {reason}")
-    hint, fix = placement_hint(ctx.problem, ctx.nearest, f"keep {u} and {v} in one process")
-    # When the nearest fix undoes a move, also show how to make that move with its partner.
-    moved = frozenset(r.stage for r in core if r.kind == "request")
-    nearest = ctx.nearest
-    if moved and nearest is not None and any(
-            nearest.process[s] != ctx.problem.target[s] for s in moved):
-        along = ctx.nearest_to(moved)
-        if along is not None:
-            names = ", ".join(sorted(moved))
-            hint += (f"; or, to keep {names} where you asked, move the partner along: "
-                     f"{quoted(placement_requests(ctx.problem, along))}")
-    return Diagnostic(
-        code=CODE,
-        message=f"the request splits {u} -> {v}, which {pl.name} does not support across "
-                f"processes",
-        stages=(u, v), edge=rule.edge, because=tuple(because), hint=hint, fix=fix)
+    nearest = ctx.nearest_requests()
+    # When the nearest fix undoes a move, also offer that move with its partner brought along.
+    moved = tuple(sorted(r.stage for r in core if r.kind == "request"))
+    along = None
+    a = ctx.nearest
+    if moved and a is not None and any(a.process[s] != ctx.problem.target[s] for s in moved):
+        along = ctx.nearest_requests(frozenset(moved))
+    conflict = UnsupportedHandoff(
+        model=pl.name, edge=rule.edge, reason=pl.unsupported_reason(rule.edge) or "",
+        requests=ctx.blames(core), nearest=nearest, moved=moved if along is not None else (),
+        along=along)
+    return conflict, ctx.placement_fix(nearest)
 
 
-def _declared(ctx: Explanation, rule: Rule) -> Diagnostic:
-    """The config itself splits an unsafe handoff: blame the YAML line(s) that moved a stage, and
-    fix it in the config (or, for one run, with flags)."""
+def _declared(ctx: Explanation, rule: Rule) -> tuple[Conflict, Fix | None]:
+    """The config itself splits an unsafe handoff: blame the YAML line(s) that moved a stage, as a
+    request would be blamed, and fix it in the config (or, for one run, with requests)."""
     u, v = rule.edge
     p = ctx.problem
     pl, base = p.pipeline, p.baseline.process
-    lines = {s: pl.process_line(s) for s in (u, v) if pl.process_line(s) is not None}
-    because = [f"{line} puts {s} in process {base[s]}" for s, line in lines.items()]
-    for s in (u, v):
-        if s in lines:
-            continue
-        if s in p.baseline.fused_group:
-            because.append(f"fused_stages puts {s} in process {base[s]} with "
-                           f"{', '.join(m for m in p.baseline.fused_group[s] if m != s)}")
-        else:
-            because.append(f"{s} stays in process {base[s]} as {pl.source} declares")
-    because.append(f"{pl.name} needs {u} -> {v} inside one process: "
-                   f"{pl.unsupported_reason(rule.edge)}")
-    sources = sorted({line.source for line in lines.values()}) or [pl.source]
-    who = " and ".join(sources)
-    message = f"{who} splits {u} -> {v}, which {pl.name} does not support across processes"
+    lines = tuple(MovedBy(s, pl.process_line(s), base[s]) for s in (u, v)
+                  if pl.process_line(s) is not None)
+    named = {m.stage for m in lines}
+    stays = tuple(Stay(s, base[s], tuple(m for m in p.baseline.fused_group.get(s, ()) if m != s))
+                  for s in (u, v) if s not in named)
     # Prefer moving what a config line moved and keeping what the card placed.
-    kept = frozenset(s for s in (u, v) if s not in lines and s not in p.request_of)
-    nearest = (ctx.nearest_to(kept) if lines and kept else None) or ctx.nearest
-    if nearest is None:
-        return Diagnostic(code=CODE, message=message, stages=(u, v), edge=rule.edge,
-                          because=tuple(because), hint=f"keep {u} and {v} in one process in {who}")
-    # The fix persists that placement in the config; flags are then no longer needed.
-    moves = {s: nearest.process[s] for s in pl.stage_names
-             if s in nearest.process and nearest.process[s] != base[s]}
-    # A generated fused-group name exists only while its members disagree: joining it in YAML
-    # means naming it for the members too.
-    declared = {st.process for st in pl.stages}
-    for group in pl.fused_stages:
-        name = base[group[0]]
-        if name in moves.values() and name not in declared:
-            moves.update({m: name for m in group})
-    entries = [{"name": s, "process": moves[s]} for s in pl.stage_names if s in moves]
-    text = "stages:\n" + "\n".join(f"  - {{name: {e['name']}, process: {e['process']}}}"
-                                    for e in entries)
-    hint = f"keep {u} and {v} in one process: set in {who}:\n{text}"
-    if p.requests:
-        hint += "\nand drop the placement flags"
-    hint += f"\nor, for one run, use {quoted(placement_requests(p, nearest))}"
-    return Diagnostic(code=CODE, message=message, stages=(u, v), edge=rule.edge,
-                      because=tuple(because), hint=hint, fix=Fix(requests=(), config={"stages": entries}))
+    kept = frozenset(s.stage for s in stays if s.stage not in p.request_of)
+    a = (ctx.nearest_to(kept) if lines and kept else None) or ctx.nearest
+    placement = None
+    if a is not None:
+        moves = {s: a.process[s] for s in pl.stage_names
+                 if s in a.process and a.process[s] != base[s]}
+        # A generated fused-group name exists only while its members disagree: joining it in
+        # YAML means naming it for the members too.
+        declared = {st.process for st in pl.stages}
+        for group in pl.fused_stages:
+            name = base[group[0]]
+            if name in moves.values() and name not in declared:
+                moves.update({m: name for m in group})
+        placement = tuple((s, moves[s]) for s in pl.stage_names if s in moves)
+    conflict = DeclaredSplit(
+        model=pl.name, edge=rule.edge, reason=pl.unsupported_reason(rule.edge) or "", lines=lines,
+        stays=stays, declared_by=pl.source,
+        blamed=tuple(sorted({m.line.source for m in lines})) or (pl.source,),
+        placement=placement,
+        nearest=None if a is None else placement_requests(p, a), drop_requests=bool(p.requests))
+    fix = None if placement is None else Fix(
+        requests=(), config={"stages": [{"name": s, "process": q} for s, q in placement]})
+    return conflict, fix
 
 
 RULE = RuleKind(kind="unsafe", codes=(CODE,), statement=STATEMENT, placement_hard=True,
