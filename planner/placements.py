@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from planner.api import solve_pipeline
 from planner.pipeline import Pipeline
-from planner.plan import Assign, Plan, Request
+from planner.plan import Assign, Isolate, Plan, Request
 from planner.topology import declared_baseline, tp_rank_names
 
 # Bell(8) = 4140 partitions, each one solver call: beyond that enumeration stops being a preview.
@@ -91,9 +91,13 @@ def partition_requests(pipeline: Pipeline, blocks: Sequence[Sequence[str]]) -> t
     """The requests that put each block of stages in a process of its own (none for a stage that
     already runs there: the declared partition needs no request at all)."""
     declared = declared_baseline(pipeline).process
-    return tuple(Assign(stage, name)
-                 for block, name in zip(blocks, block_names(pipeline, blocks))
-                 for stage in block if declared.get(stage) != name)
+    out: list[Request] = []
+    for block, name in zip(blocks, block_names(pipeline, blocks)):
+        if block == (name,) and declared.get(name) != name:
+            out.append(Isolate(name))  # a stage alone in a process of its own name
+            continue
+        out.extend(Assign(stage, name) for stage in block if declared.get(stage) != name)
+    return tuple(out)
 
 
 def feasible_placements(pipeline: Pipeline, limit: int | None = None) -> list[FeasiblePlacement]:

@@ -1,0 +1,287 @@
+"""Measure a pipeline's profile for `planner tune`: each stage's own costs, on this machine.
+
+The declared pipeline's stages are built with their factories, as a worker builds them, and the
+bench's request texts are run through them one request at a time in one thread, so each stage's
+costs are its own (no contention; that is what the model predicts). Per stage and request:
+- wall time and the thread's CPU time; what is neither is device time (a GPU, a sleep, I/O);
+- the part of its CPU time that holds the interpreter lock: the same requests run again with a
+  pure-Python thread spinning in the same process, and what a stage slows down by is the time it
+  needed the lock (CPython hands the lock over every switch interval; a stage that keeps dropping
+  and retaking it pays that too, as it does beside a busy stage in a real process);
+- the chunks and payload bytes it hands on, and the resident memory its construction added.
+Plus the cost of a cross-process handoff (a pipe round trip and a copy), and the serving process's
+per-request work (encoding the audio).
+"""
+
+from __future__ import annotations
+
+import inspect
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+import planner
+from planner.tune.profile import HandoffCost, Profile, StageProfile
+
+from .audio import pcm16
+from .bench.texts import request_texts, warmup_texts
+from .worker import resolve_factory
+
+TEXT_CHARS = 100  # the bench's default request length
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _nbytes(out: Any) -> int:
+    if isinstance(out, torch.Tensor):
+        return out.numel() * out.element_size()
+    if isinstance(out, Mapping):
+        return sum(_nbytes(v) for v in out.values())
+    if isinstance(out, (list, tuple)):
+        return sum(_nbytes(v) for v in out)
+    return 0
+
+
+def _build(stage: planner.PlannedStage, device: str, defaults: Mapping[str, Any]) -> Callable:
+    factory = resolve_factory(stage.factory)
+    kwargs = dict(stage.factory_kwargs())
+    named = {n for n, p in inspect.signature(factory).parameters.items()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    offered = {**defaults, "device": device, "stage_name": stage.name,
+               "process_name": stage.process or stage.name,
+               "total_gpu_memory_fraction": stage.fraction}
+    for key, value in offered.items():
+        if key not in kwargs and key in named:
+            kwargs[key] = value
+    return factory(**kwargs)
+
+
+class _Probe:
+    """A thread that wakes every PERIOD and notes whether it got the interpreter lock back at once.
+
+    Its wake-ups fall at random moments of a stage's run, so the share of them that found the lock
+    held (late by more than a switch interval) is the share of the stage's time that held it.
+    Sampling costs the stage almost nothing: the probe asks for the lock for microseconds, unlike a
+    busy competitor, which would also charge the stage the convoy of retaking the lock after each
+    native call."""
+
+    PERIOD = 0.0002
+
+    def __init__(self) -> None:
+        self.blocked = 0
+        self.wakes = 0
+        self.threshold = float("inf")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        period, clock = self.PERIOD, time.perf_counter
+        while not self._stop.is_set():
+            due = clock() + period
+            time.sleep(period)
+            if clock() - due > self.threshold:
+                self.blocked += 1
+            self.wakes += 1
+
+    def snapshot(self) -> tuple[int, int]:
+        return self.blocked, self.wakes
+
+    def held_ms(self, before: tuple[int, int], after: tuple[int, int], wall_ms: float) -> float:
+        wakes = after[1] - before[1]
+        return wall_ms * (after[0] - before[0]) / wakes if wakes else 0.0
+
+    def __enter__(self) -> _Probe:
+        self._old_interval = sys.getswitchinterval()
+        # The lock changes hands at the probe's resolution, so a blocked wake-up is late by about
+        # one switch interval, an unblocked one only by timer slack.
+        sys.setswitchinterval(self.PERIOD)
+        lateness = []
+        for _ in range(400):
+            due = time.perf_counter() + self.PERIOD
+            time.sleep(self.PERIOD)
+            lateness.append(time.perf_counter() - due)
+        self.threshold = statistics.median(lateness) + self.PERIOD / 2
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        sys.setswitchinterval(self._old_interval)
+
+
+def _run_request(plan: planner.Plan, stages: dict[str, Callable], text: str,
+                 cost: dict[str, list[float]], out: dict[str, list[float]],
+                 probe: _Probe | None = None) -> Any:
+    """One request through the stages in pipeline order; adds each stage's wall and CPU time."""
+    preds: dict[str, list[str]] = defaultdict(list)
+    for h in plan.handoffs:
+        preds[h.target].append(h.source)
+    wholes: dict[str, dict[str, Any]] = {}
+    chunks: dict[str, list[dict[str, Any]]] = {}
+    audio = None
+    for s in plan.stages:
+        base: dict[str, Any] = {"text": text, "voice": "alloy"} if not preds[s.name] else {}
+        stream: list[dict[str, Any]] | None = None
+        for p in preds[s.name]:
+            base.update(wholes.get(p, {}))
+            if p in chunks:
+                stream = chunks[p]
+        inputs = [base] if stream is None else [{**base, **c} for c in stream]
+        fn = stages[s.name]
+        wall = cpu = held = 0.0
+        produced: list[dict[str, Any]] = []
+        merged: dict[str, Any] = {}
+        for data in inputs:
+            p0 = probe.snapshot() if probe else None
+            w0, c0 = time.perf_counter(), time.thread_time()
+            result = fn(data)
+            if not isinstance(result, Mapping):
+                items = []
+                it = iter(result)
+                while True:  # a generator's work happens inside next()
+                    try:
+                        items.append(next(it))
+                    except StopIteration:
+                        break
+            else:
+                items = [result]
+            took = time.perf_counter() - w0
+            wall += took
+            cpu += time.thread_time() - c0
+            if probe:
+                held += probe.held_ms(p0, probe.snapshot(), took * 1000.0)
+            for item in items:
+                produced.append({k: v for k, v in item.items() if v is not None})
+            merged = {**data, **{k: v for k, v in items[-1].items() if v is not None}} if items \
+                else data
+        cost[s.name].append(wall * 1000.0)
+        out[s.name + ":cpu"].append(cpu * 1000.0)
+        out[s.name + ":held"].append(held)
+        out[s.name + ":items"].append(float(len(produced)))
+        out[s.name + ":bytes"].append(float(sum(_nbytes(p) for p in produced)))
+        if len(produced) > 1:
+            chunks[s.name] = produced
+        wholes[s.name] = merged
+        if "audio" in merged and not any(h.source == s.name for h in plan.handoffs):
+            audio = torch.cat([p["audio"] for p in produced if "audio" in p])
+    return audio
+
+
+def _pipe_child(conn) -> None:
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        conn.send(msg)
+
+
+def _handoff_cost() -> HandoffCost:
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_pipe_child, args=(child,), daemon=True)
+    proc.start()
+    try:
+        msg = {"request": 1, "stage": "x", "block": "segment", "offset": 0, "shape": (1024,)}
+        trips = []
+        for _ in range(200):
+            t = time.perf_counter()
+            parent.send(msg)
+            parent.recv()
+            trips.append(time.perf_counter() - t)
+        rtt = statistics.median(trips) * 1000.0
+    finally:
+        parent.send(None)
+        proc.join(5)
+    src = torch.empty(16 << 20, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    copies = []
+    for _ in range(5):
+        t = time.perf_counter()
+        dst.copy_(src)
+        copies.append(time.perf_counter() - t)
+    gbps = src.numel() / statistics.median(copies) / 1e9
+    # A round trip is two messages; each side's interpreter work is about half of one.
+    return HandoffCost(fixed_ms=rtt / 4, copy_gbps=gbps, latency_ms=rtt / 2)
+
+
+def _scales(cost: dict[str, list[float]], names: list[str]) -> tuple[float, ...]:
+    totals = [sum(cost[n][i] for n in names) for i in range(len(cost[names[0]]))]
+    mean = statistics.fmean(totals) or 1.0
+    return tuple(sorted(round(t / mean, 4) for t in totals))
+
+
+def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: str = "cpu",
+            factory_defaults: Mapping[str, Any] | None = None, seed: int = 0,
+            progress: Callable[[str], None] = lambda _: None) -> Profile:
+    """Profile `plan`'s stages (its declared topology is what is measured: costs are per stage)."""
+    torch.set_num_threads(1)  # as every worker runs
+    base_rss = _rss_mib()
+    stages: dict[str, Callable] = {}
+    rss: dict[str, float] = {}
+    for s in plan.stages:
+        before = _rss_mib()
+        stages[s.name] = _build(s, device, factory_defaults or {})
+        rss[s.name] = max(0.0, _rss_mib() - before)
+    texts = request_texts(seed, requests, TEXT_CHARS)
+    for text in warmup_texts(seed, warmup, TEXT_CHARS):
+        _run_request(plan, stages, text, defaultdict(list), defaultdict(list))
+
+    progress(f"profiling {len(plan.stages)} stages on {requests} requests")
+    alone: dict[str, list[float]] = defaultdict(list)
+    extra: dict[str, list[float]] = defaultdict(list)
+    encode = []
+    for text in texts:
+        audio = _run_request(plan, stages, text, alone, extra)
+        if audio is not None:
+            t = time.perf_counter()
+            pcm16(audio)
+            encode.append((time.perf_counter() - t) * 1000.0)
+    progress("sampling what holds the interpreter lock")
+    held: dict[str, list[float]] = defaultdict(list)
+    with _Probe() as probe:
+        for text in texts:
+            _run_request(plan, stages, text, defaultdict(list), held, probe)
+
+    out = []
+    for s in plan.stages:
+        wall = statistics.fmean(alone[s.name])
+        cpu = min(statistics.fmean(extra[s.name + ":cpu"]), wall)
+        gil = min(statistics.fmean(held[s.name + ":held"]), cpu)
+        successors = [h for h in plan.handoffs if h.source == s.name]
+        out.append(StageProfile(
+            name=s.name, gil_ms=round(gil, 4), native_ms=round(cpu - gil, 4),
+            device_ms=round(wall - cpu, 4),
+            chunks_out=round(statistics.fmean(extra[s.name + ":items"]), 3),
+            out_bytes=round(statistics.fmean(extra[s.name + ":bytes"]) if successors else 0.0),
+            rss_mib=round(rss[s.name], 1)))
+    return Profile(
+        model=plan.model, variant=plan.variant, cores=len(os.sched_getaffinity(0)),
+        cpu_model=cpu_model(), stages=tuple(out),
+        handoff=_handoff_cost(), device=device,
+        frontend_ms=round((statistics.fmean(encode) if encode else 0.0) + 0.3, 4),
+        process_rss_mib=round(base_rss, 1), requests=requests,
+        request_scale=_scales(alone, [s.name for s in plan.stages]),
+        note=f"{TEXT_CHARS}-character texts, seed {seed}, torch {torch.__version__}")

@@ -1,0 +1,158 @@
+"""`planner tune` output: the ranked table (rich), the JSON, and the flags and YAML that make the
+chosen placement persistent."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from planner.plan import Assign, Isolate, Plan, Request
+from planner.render.flags import flags
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from planner.tune.choose import Candidate, Choice
+    from planner.tune.model import Prediction, Workload
+    from planner.tune.profile import Profile
+
+
+def persistent_overlay(plan: Plan, requests: tuple[Request, ...]) -> list[dict[str, Any]]:
+    """The `stages:` entries of a config overlay that makes this placement the declared one.
+
+    Recommended fractions apply only while a placement flag splits their handoff, so a persistent
+    config declares them itself."""
+    moved = {}
+    for r in requests:
+        match r:
+            case Isolate(stage=stage):
+                moved[stage] = plan.stage(stage).process or stage
+            case Assign(stage=stage, process=process):
+                moved[stage] = process
+    entries = []
+    for s in plan.stages:
+        entry: dict[str, Any] = {}
+        if s.name in moved:
+            entry["process"] = moved[s.name]
+        if s.fraction_source == "recommended":
+            entry["runtime"] = {"resources": {"total_gpu_memory_fraction": s.fraction}}
+        if entry:
+            entries.append({"name": s.name, **entry})
+    return entries
+
+
+def overlay_yaml(model: str, variant: str, entries: list[dict[str, Any]]) -> str:
+    lines = [f"model: {model}"] + ([f"variant: {variant}"] if variant != "default" else [])
+    lines.append("stages:")
+    for e in entries:
+        parts = [f"name: {e['name']}"]
+        if "process" in e:
+            parts.append(f"process: {e['process']}")
+        if "runtime" in e:
+            v = e["runtime"]["resources"]["total_gpu_memory_fraction"]
+            parts.append(f"runtime: {{resources: {{total_gpu_memory_fraction: {v:g}}}}}")
+        lines.append(f"  - {{{', '.join(parts)}}}")
+    return "\n".join(lines)
+
+
+def _prediction_dict(p: Prediction) -> dict[str, Any]:
+    return {"throughput_rps": round(p.throughput_rps, 3),
+            "latency_p50_ms": round(p.latency_p50_ms, 2),
+            "latency_p99_ms": round(p.latency_p99_ms, 2),
+            "ttfa_p90_ms": None if p.ttfa_p90_ms is None else round(p.ttfa_p90_ms, 2),
+            "bottleneck": {"resource": p.bottleneck[0], "busy": p.bottleneck[1]}}
+
+
+def _workload_dict(w: Workload) -> dict[str, Any]:
+    if w.concurrency is not None:
+        return {"loop": "closed", "concurrency": w.concurrency}
+    return {"loop": "open", "rate": w.rate, "arrivals": "poisson"}
+
+
+def candidate_dict(c: Candidate, measured: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return {
+        "flags": list(flags(c.requests)),
+        "groups": [{"name": n, "stages": list(s)} for n, s in c.groups],
+        "processes": c.processes,
+        "memory_mib": c.memory_mib,
+        # The last workload given (the heaviest, by convention) is the headline; all are listed.
+        "predicted": _prediction_dict(c.predicted[-1]),
+        "predicted_by_workload": [_prediction_dict(p) for p in c.predicted],
+        "measured": None if measured is None else measured[-1],
+        "measured_by_workload": measured,
+    }
+
+
+def choice_dict(choice: Choice, profile: Profile, why: str,
+                measured: dict[int, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    measured = measured or {}
+    ranked = list(choice.ranked)
+    best = ranked[0] if ranked else None
+    return {
+        "model": profile.model,
+        "variant": profile.variant,
+        "objective": choice.objective,
+        "workload": [_workload_dict(w) for w in choice.workloads],
+        "profile": profile.to_dict(),
+        "candidates": [candidate_dict(c, measured.get(i)) for i, c in enumerate(ranked)],
+        "excluded": [{"flags": list(flags(c.requests)), "why": reason}
+                     for c, reason in choice.excluded],
+        "best": 0 if best is not None else None,
+        "why": why,
+        "persist": None if best is None else {
+            "flags": list(flags(best.requests)),
+            "overlay": {"model": profile.model, "stages": persistent_overlay(best.plan,
+                                                                             best.requests)}},
+    }
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
+                  measured: dict[int, list[dict[str, Any]]] | None = None) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    measured = measured or {}
+    t = Table(title=f"{profile.model}: placements ranked by {choice.objective} (predicted"
+                    + (", measured" if measured else "") + ")", title_justify="left")
+    t.add_column("#", justify="right")
+    t.add_column("placement", overflow="fold")
+    t.add_column("procs", justify="right")
+    t.add_column("MiB", justify="right")
+    for w in choice.workloads:
+        t.add_column(f"{w.label}\nreq/s", justify="right")
+        t.add_column("p50", justify="right")
+        t.add_column("p99", justify="right")
+        t.add_column("TTFA\np90", justify="right")
+        if measured:
+            t.add_column("meas.\nreq/s", justify="right")
+            t.add_column("err", justify="right")
+    for i, c in enumerate(choice.ranked):
+        row = [str(i + 1), Text(c.name, style="bold" if i == 0 else ""), str(c.processes),
+               f"{c.memory_mib:.0f}"]
+        for k, p in enumerate(c.predicted):
+            row += [f"{p.throughput_rps:.2f}", _ms(p.latency_p50_ms), _ms(p.latency_p99_ms),
+                    _ms(p.ttfa_p90_ms)]
+            if measured:
+                m = measured.get(i)
+                if m is None:
+                    row += ["", ""]
+                else:
+                    got = m[k]["throughput_rps"]
+                    row += [f"{got:.2f}", f"{(p.throughput_rps - got) / got:+.0%}" if got else "-"]
+        t.add_row(*row)
+    console.print(t)
+    for c, reason in choice.excluded:
+        console.print(f"excluded: {c.name} ({reason})")
+    console.print(Text("why: ", style="bold") + Text(why))
+    best = choice.best
+    if best is not None and best.requests:
+        entries = persistent_overlay(best.plan, best.requests)
+        console.print(Text("run it: ", style="bold") + Text(" ".join(flags(best.requests))))
+        console.print(Text("or make it persistent (--config FILE):", style="bold"))
+        console.print(overlay_yaml(profile.model, profile.variant, entries), markup=False,
+                      highlight=False)
+    elif best is not None:
+        console.print(Text("keep the declared topology: no flag needed", style="bold"))

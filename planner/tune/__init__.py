@@ -1,0 +1,1 @@
+"""`planner tune`: choose the placement for a workload from a measured profile."""

@@ -1,0 +1,369 @@
+"""Predict how a placement performs under a load, from a measured profile.
+
+The model is a discrete-event simulation of how the launcher executes a plan, not of an abstract
+queue: every stage is one thread taking one item at a time; the work of an item is a part that
+holds its process's interpreter lock and a core, a native part that needs only a core, and a part
+that waits on a device (a GPU is one server shared by the processes on it; without CUDA the wait
+is a pure delay); a handoff inside a process is a call, one across processes costs interpreter time
+on both sides, a copy of its bytes and a little latency; the serving process reads each request
+and encodes its audio; a streaming stage hands each chunk on as it makes it. A mean-value analysis
+would give means only; the simulation also gives the percentiles and the time to first audio that
+the choice is made on, and it is cheap enough (milliseconds per candidate) to run on every
+placement the planner accepts.
+
+Assumptions (the README lists them too): costs are the profile's means, scaled per chunk; the
+interpreter lock is handed over first come first served (CPython is close to that under load);
+cores are a shared pool; memory never limits throughput.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import defaultdict, deque
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
+
+from planner.plan import Plan
+from planner.tune.profile import Profile
+
+FRONTEND = "(serving process)"
+# Chunks beyond this many per request are simulated in groups (the first one always alone, so the
+# time to first audio stays exact): it bounds the events per request.
+MAX_PIECES = 8
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Closed loop (`concurrency` clients, each sending its next request when its last one ended)
+    or open loop (`rate` requests per second, Poisson arrivals)."""
+
+    concurrency: int | None = None
+    rate: float | None = None
+    requests: int = 240
+    warmup: int = 24
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.concurrency is None) == (self.rate is None):
+            raise ValueError("a workload has either a concurrency or a rate")
+
+    @property
+    def label(self) -> str:
+        return f"C={self.concurrency}" if self.concurrency is not None else f"{self.rate:g} req/s"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    throughput_rps: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+    ttfa_p90_ms: float | None  # None: the pipeline does not stream
+    # (resource, fraction of the time it was busy), busiest first; a core pool counts all cores.
+    utilization: tuple[tuple[str, float], ...]
+
+    @property
+    def bottleneck(self) -> tuple[str, float]:
+        return self.utilization[0] if self.utilization else ("none", 0.0)
+
+
+# -- the plan as the simulation sees it ------------------------------------------------------------
+@dataclass(frozen=True)
+class _Stage:
+    name: str
+    process: str
+    gpus: tuple[int, ...]
+    gil: float
+    native: float
+    device: float
+    chunks_out: float
+    out_bytes: float
+    succ: tuple[tuple[str, bool], ...]  # (successor, streaming)
+    preds: int  # request-level inputs it waits for
+
+
+def _stages(plan: Plan, profile: Profile) -> dict[str, _Stage]:
+    succ: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+    preds: dict[str, int] = defaultdict(int)
+    for h in plan.handoffs:
+        succ[h.source].append((h.target, h.streaming))
+        preds[h.target] += 1
+    out = {}
+    for s in plan.stages:
+        p = profile.stage(s.name)
+        unit = s.process if not s.is_tp else f"{s.name} (tp)"  # ranks run in lock step
+        out[s.name] = _Stage(s.name, unit, tuple(s.gpus), p.gil_ms, p.native_ms, p.device_ms,
+                             max(p.chunks_out, 1.0), p.out_bytes, tuple(succ[s.name]),
+                             preds[s.name])
+    return out
+
+
+# -- a small discrete-event engine -----------------------------------------------------------------
+class _Resource:
+    __slots__ = ("name", "free", "capacity", "queue", "busy", "since")
+
+    def __init__(self, name: str, capacity: int = 1) -> None:
+        self.name, self.capacity, self.free = name, capacity, capacity
+        self.queue: deque[Generator] = deque()
+        self.busy = 0.0  # server-milliseconds held
+        self.since: list[float] = []
+
+
+class _Sim:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._heap: list = []
+        self._seq = 0
+
+    def at(self, delay: float, fn: Callable, *args) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (self.now + delay, self._seq, fn, args))
+
+    def run(self, stop: Callable[[], bool]) -> None:
+        heap = self._heap
+        while heap and not stop():
+            self.now, _, fn, args = heapq.heappop(heap)
+            fn(*args)
+
+    # Threads are generators yielding ("hold", ms) | ("get", resource) | ("put", resource) |
+    # ("park", (slots, key)): wait, stored in slots[key], until someone steps it again.
+    def step(self, gen: Generator, _: object = None) -> None:
+        while True:
+            try:
+                op, arg = next(gen)
+            except StopIteration:
+                return
+            if op == "hold":
+                if arg > 0:
+                    self.at(arg, self.step, gen)
+                    return
+            elif op == "get":
+                if arg.free:
+                    arg.free -= 1
+                    arg.since.append(self.now)
+                else:
+                    arg.queue.append(gen)
+                    return
+            elif op == "put":
+                arg.busy += self.now - arg.since.pop()
+                if arg.queue:  # handed straight to the next in line
+                    nxt = arg.queue.popleft()
+                    arg.since.append(self.now)
+                    self.at(0.0, self.step, nxt)
+                else:
+                    arg.free += 1
+            else:  # park
+                slots, key = arg
+                slots[key] = gen
+                return
+
+
+@dataclass
+class _Item:
+    request: int
+    share: float  # the fraction of a stage's per-request work this item carries (x its scale)
+    whole: bool  # request-level (all of it), not a chunk
+    recv_gil: float = 0.0  # interpreter time the receiving side pays (a cross-process handoff)
+
+
+class _Run:
+    def __init__(self, plan: Plan, profile: Profile, workload: Workload, cores: int) -> None:
+        self.p, self.w = profile, workload
+        self.stages = _stages(plan, profile)
+        self.sim = _Sim()
+        self.cores = _Resource("cores", max(1, cores))
+        self.gil: dict[str, _Resource] = {}
+        self.gpu: dict[int, _Resource] = {}
+        on_device = profile.device == "cuda"
+        for s in self.stages.values():
+            self.gil.setdefault(s.process, _Resource(f"interpreter lock of {s.process}"))
+            if on_device:
+                for g in s.gpus:
+                    self.gpu.setdefault(g, _Resource(f"GPU {g}"))
+        self.gil[FRONTEND] = _Resource(f"interpreter lock of the {FRONTEND}")
+        self.inbox: dict[str, deque[_Item]] = {n: deque() for n in self.stages}
+        self.parked: dict[str, Generator] = {}
+        self.thread_busy: dict[str, float] = defaultdict(float)
+        self.entry = [n for n, s in self.stages.items() if s.preds == 0]
+        self.terminal = [n for n, s in self.stages.items() if not s.succ]
+        self.joins: dict[tuple[str, int], int] = defaultdict(int)
+        self.left: dict[int, float] = {}  # request -> terminal work still to come
+        self.started: dict[int, float] = {}
+        self.first_audio: dict[int, float] = {}
+        self.done: dict[int, float] = {}
+        self.sent = 0
+        self.total = workload.warmup + workload.requests
+        self.rng = random.Random(workload.seed)
+        self.scale: dict[int, float] = {}
+        self.streams = any(st for s in self.stages.values() for _, st in s.succ)
+        for n in self.stages:
+            self._thread(n)
+
+    # -- threads ----------------------------------------------------------------------------------
+    def _thread(self, name: str) -> None:
+        self.sim.step(self._stage_loop(name))
+
+    def _work(self, proc: str, gil: float, native: float, device: float,
+              gpus: Iterable[_Resource] = ()) -> Generator:
+        if gil > 0:
+            yield ("get", self.gil[proc])
+            yield ("get", self.cores)
+            yield ("hold", gil)
+            yield ("put", self.cores)
+            yield ("put", self.gil[proc])
+        if native > 0:
+            yield ("get", self.cores)
+            yield ("hold", native)
+            yield ("put", self.cores)
+        if device > 0:
+            held = list(gpus)
+            for g in held:
+                yield ("get", g)
+            yield ("hold", device)
+            for g in reversed(held):
+                yield ("put", g)
+
+    def _stage_loop(self, name: str) -> Generator:
+        s = self.stages[name]
+        gpus = [self.gpu[g] for g in s.gpus if g in self.gpu]
+        box = self.inbox[name]
+        streaming = any(st for _, st in s.succ)
+        while True:
+            while not box:
+                yield ("park", (self.parked, name))
+            item = box.popleft()
+            t0 = self.sim.now
+            whole_pieces = item.whole and streaming and s.chunks_out > 1
+            pieces = _pieces(s.chunks_out) if whole_pieces else [1.0]
+            cost = self.scale[item.request]
+            for k, frac in enumerate(pieces):
+                share = item.share * frac
+                work = share * cost
+                yield from self._work(s.process, s.gil * work + (item.recv_gil if k == 0 else 0),
+                                      s.native * work, s.device * work, gpus)
+                last = k == len(pieces) - 1
+                for target, st in s.succ:
+                    if st and whole_pieces:
+                        yield from self._handoff(s, target, _Item(item.request, share, False),
+                                                 s.out_bytes * share)
+                    elif last:
+                        yield from self._handoff(
+                            s, target, _Item(item.request, item.share, item.whole),
+                            s.out_bytes * item.share)
+                if not s.succ:  # the result goes back to the serving process
+                    yield from self._work(s.process, self.p.handoff.fixed_ms, 0.0, 0.0)
+                    self._audio(item.request, share)
+            self.thread_busy[name] += self.sim.now - t0
+
+    def _handoff(self, s: _Stage, target: str, item: _Item, nbytes: float) -> Generator:
+        t = self.stages[target]
+        if t.process == s.process:
+            self._deliver(target, item)
+            return
+        h = self.p.handoff
+        yield from self._work(s.process, h.fixed_ms, h.copy_ms(nbytes), 0.0)
+        item.recv_gil = h.fixed_ms
+        self.sim.at(h.latency_ms, self._deliver, target, item)
+
+    def _deliver(self, name: str, item: _Item) -> None:
+        s = self.stages[name]
+        if item.whole and s.preds > 1:
+            key = (name, item.request)
+            self.joins[key] += 1
+            if self.joins[key] < s.preds:
+                return
+            del self.joins[key]
+        self.inbox[name].append(item)
+        gen = self.parked.pop(name, None)
+        if gen is not None:
+            self.sim.at(0.0, self.sim.step, gen)
+
+    # -- requests ---------------------------------------------------------------------------------
+    def _submit(self) -> None:
+        if self.sent >= self.total:
+            return
+        r = self.sent
+        self.sent += 1
+        self.started[r] = self.sim.now
+        self.left[r] = float(len(self.terminal))
+        self.scale[r] = self.rng.choice(self.p.request_scale)
+        self.sim.step(self._frontend_in(r))
+
+    def _frontend_in(self, r: int) -> Generator:
+        yield from self._work(FRONTEND, self.p.frontend_ms / 2, 0.0, 0.0)
+        h = self.p.handoff
+        for name in self.entry:
+            yield from self._work(FRONTEND, h.fixed_ms, 0.0, 0.0)
+            self.sim.at(h.latency_ms, self._deliver, name, _Item(r, 1.0, True, h.fixed_ms))
+
+    def _audio(self, r: int, share: float) -> None:
+        if r not in self.first_audio:
+            self.first_audio[r] = self.sim.now
+        self.left[r] -= share
+        if self.left[r] <= 1e-9:
+            self.sim.step(self._frontend_out(r))
+
+    def _frontend_out(self, r: int) -> Generator:
+        h = self.p.handoff
+        yield ("hold", h.latency_ms)
+        yield from self._work(FRONTEND, h.fixed_ms + self.p.frontend_ms / 2, 0.0, 0.0)
+        self.done[r] = self.sim.now
+        if self.w.concurrency is not None:
+            self._submit()
+
+    def _arrivals(self) -> None:
+        self._submit()
+        if self.sent < self.total:
+            self.sim.at(self.rng.expovariate(self.w.rate / 1000.0), self._arrivals)
+
+    def run(self) -> Prediction:
+        if self.w.concurrency is not None:
+            for _ in range(self.w.concurrency):
+                self._submit()
+        else:
+            self._arrivals()
+        self.sim.run(lambda: len(self.done) >= self.total)
+        measured = [r for r in range(self.w.warmup, self.total) if r in self.done]
+        t0 = min(self.started[r] for r in measured)
+        t1 = max(self.done[r] for r in measured)
+        span = max(t1 - t0, 1e-9)
+        lat = [self.done[r] - self.started[r] for r in measured]
+        ttfa = [self.first_audio[r] - self.started[r] for r in measured]
+        total_time = max(self.sim.now, 1e-9)
+        util = [(r.name, r.busy / total_time / r.capacity)
+                for r in (self.cores, *self.gil.values(), *self.gpu.values())]
+        util += [(f"stage thread {n}", b / total_time) for n, b in self.thread_busy.items()]
+        util.sort(key=lambda x: -x[1])
+        return Prediction(
+            throughput_rps=len(measured) / span * 1000.0,
+            latency_p50_ms=_percentile(lat, 50), latency_p99_ms=_percentile(lat, 99),
+            ttfa_p90_ms=_percentile(ttfa, 90) if self.streams else None,
+            utilization=tuple((n, round(u, 4)) for n, u in util))
+
+
+def _pieces(chunks: float) -> list[float]:
+    """Fractions of a streaming stage's work per simulated piece: its first chunk alone, the rest
+    in at most MAX_PIECES - 1 groups."""
+    n = max(1, round(chunks))
+    if n <= MAX_PIECES:
+        return [1.0 / n] * n
+    rest = n - 1
+    groups = MAX_PIECES - 1
+    sizes = [rest // groups + (1 if i < rest % groups else 0) for i in range(groups)]
+    return [1.0 / n] + [k / n for k in sizes]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    idx = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[idx]
+
+
+def predict(plan: Plan, profile: Profile, workload: Workload, cores: int | None = None
+            ) -> Prediction:
+    """Throughput, latency percentiles and time to first audio of `plan` under `workload`, on a
+    machine with `cores` cores (default: the profiled machine's)."""
+    return _Run(plan, profile, workload, cores or profile.cores).run()
+

@@ -1,0 +1,96 @@
+"""What `planner tune` knows about a pipeline on this machine: per-stage costs measured once, saved
+as `profile.json` (reusable, diffable) and read back. Pure data: measuring is the launcher's job
+(`launcher.profiling`); predicting is `planner.tune.model`'s."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class StageProfile:
+    """Mean costs of one stage per request (all its chunks together), measured alone.
+
+    `gil_ms`: CPU time that holds the interpreter lock (it slows down by as much when another
+    thread of the same process is busy); `native_ms`: the rest of its CPU time (native code that
+    releases the lock); `device_ms`: wall time spent neither (a device, a sleep, I/O).
+    """
+
+    name: str
+    gil_ms: float
+    native_ms: float
+    device_ms: float
+    chunks_out: float = 1.0  # items it hands on per request (a streaming stage: its chunks)
+    out_bytes: float = 0.0  # payload bytes it hands on per request
+    rss_mib: float = 0.0  # resident memory its construction added
+    cuda_mib: float | None = None
+
+    @property
+    def busy_ms(self) -> float:
+        return self.gil_ms + self.native_ms + self.device_ms
+
+
+@dataclass(frozen=True)
+class HandoffCost:
+    """A cross-process handoff: `fixed_ms` of interpreter-held work on each side (control message,
+    wake-up), the bytes copied at `copy_gbps`, and `latency_ms` in flight."""
+
+    fixed_ms: float = 0.05
+    copy_gbps: float = 5.0
+    latency_ms: float = 0.05
+
+    def copy_ms(self, nbytes: float) -> float:
+        return nbytes / (self.copy_gbps * 1e6)
+
+
+@dataclass(frozen=True)
+class Profile:
+    model: str
+    variant: str
+    cores: int
+    cpu_model: str
+    stages: tuple[StageProfile, ...]
+    handoff: HandoffCost = field(default_factory=HandoffCost)
+    device: str = "cpu"  # where the stages ran: "cuda" makes a GPU stage's device time GPU time
+    # Per request in the serving process: reading the HTTP request, encoding the audio.
+    frontend_ms: float = 0.0
+    process_rss_mib: float = 0.0  # what one more worker process costs before any stage
+    requests: int = 0  # how many requests the means are over
+    # Each profiled request's total cost over the mean (texts differ): the model draws from these.
+    request_scale: tuple[float, ...] = (1.0,)
+    note: str = ""
+
+    def stage(self, name: str) -> StageProfile:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, **asdict(self)}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Profile:
+        if data.get("format") != FORMAT:
+            raise ValueError(f"profile format {data.get('format')!r}; this planner reads {FORMAT}")
+        fields = {k: v for k, v in data.items() if k != "format"}
+        fields["stages"] = tuple(StageProfile(**s) for s in fields["stages"])
+        fields["handoff"] = HandoffCost(**fields.get("handoff", {}))
+        fields["request_scale"] = tuple(fields.get("request_scale") or (1.0,))
+        return cls(**fields)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Profile:
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"{path}: not a profile this planner can read ({exc}); make one with "
+                             "`planner tune MODEL --output DIR` (it writes DIR/profile.json)") from None

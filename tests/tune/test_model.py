@@ -1,0 +1,107 @@
+"""The performance model on pipelines whose costs are known: the placement it recommends changes
+with the load and with the machine, as the launcher's execution says it should."""
+
+import pytest
+
+import planner
+from planner.render.tune import persistent_overlay
+from planner.tune.choose import choose, why
+from planner.tune.model import Workload, predict
+from planner.tune.profile import HandoffCost, Profile, StageProfile
+
+
+def chain(*names, process="p"):
+    stages = [{"name": n, "process": process, **({"next": names[i + 1]} if i + 1 < len(names)
+                                                  else {"terminal": True})}
+              for i, n in enumerate(names)]
+    return planner.load(config={"name": "chain", "stages": stages,
+                                "process_safe_edges": [[a, b] for a, b in zip(names, names[1:])]})
+
+
+def profile(stages, cores=2, handoff=HandoffCost(0.05, 5.0, 0.05), frontend_ms=0.0):
+    return Profile(model="chain", variant="default", cores=cores, cpu_model="test",
+                   stages=tuple(StageProfile(n, *costs) for n, costs in stages.items()),
+                   handoff=handoff, frontend_ms=frontend_ms, process_rss_mib=100.0)
+
+
+def best_name(pipeline, prof, workload, cores=None):
+    return choose(pipeline, prof, (workload,), cores=cores).best.name
+
+
+def test_one_request_at_a_time_prefers_one_process_and_a_load_prefers_two():
+    # Each stage holds the interpreter lock for 4 ms; a crossing costs 1 ms a side plus 1 ms.
+    pl = chain("a", "b")
+    prof = profile({"a": (4.0, 0.0, 0.0), "b": (4.0, 0.0, 0.0)}, cores=4,
+                   handoff=HandoffCost(1.0, 5.0, 1.0))
+    assert best_name(pl, prof, Workload(concurrency=1)) == "declared"
+    assert best_name(pl, prof, Workload(concurrency=8)) == "--isolate-stage b"
+    declared = predict(planner.declared_plan(pl), prof, Workload(concurrency=8))
+    assert declared.bottleneck[0] == "interpreter lock of p"
+    # The lock's bound: 8 ms of stages plus receiving and sending a request, 1 ms each.
+    assert declared.throughput_rps == pytest.approx(1000 / 10, rel=0.05)
+
+
+def test_two_cores_keep_one_process_and_more_cores_split_it():
+    # Half of every stage is native work: on 2 cores the CPU is the bound whatever the split.
+    pl = chain("a", "b", "c")
+    prof = profile({n: (3.0, 3.0, 0.0) for n in "abc"})
+    load = Workload(concurrency=8)
+    assert best_name(pl, prof, load, cores=2) == "declared"
+    many = best_name(pl, prof, load, cores=8)
+    assert many != "declared"
+    best = choose(pl, prof, (load,), cores=8).best
+    assert best.predicted[0].throughput_rps > 1.3 * predict(
+        planner.declared_plan(pl), prof, load, cores=8).throughput_rps
+
+
+def test_device_time_overlaps_and_a_stage_thread_is_a_serial_resource():
+    pl = chain("a", "b")
+    prof = profile({"a": (1.0, 0.0, 9.0), "b": (1.0, 0.0, 0.0)})
+    p = predict(planner.declared_plan(pl), prof, Workload(concurrency=8))
+    # a's thread takes one request at a time: 10 ms each, whatever else is free.
+    assert p.throughput_rps == pytest.approx(100, rel=0.05)
+    assert p.bottleneck[0] == "stage thread a"
+    one = predict(planner.declared_plan(pl), prof, Workload(concurrency=1))
+    assert one.latency_p50_ms == pytest.approx(11, rel=0.05)
+
+
+def test_open_loop_latency_grows_past_saturation_while_throughput_flattens():
+    pl = chain("a", "b")
+    prof = profile({"a": (5.0, 0.0, 0.0), "b": (5.0, 0.0, 0.0)})  # 100 req/s at most
+    plan = planner.declared_plan(pl)
+    low, high, over = (predict(plan, prof, Workload(rate=r, requests=400)) for r in (50, 95, 150))
+    assert low.latency_p50_ms < high.latency_p50_ms < over.latency_p50_ms
+    assert over.throughput_rps == pytest.approx(100, rel=0.08)
+
+
+def test_streaming_time_to_first_audio_is_the_first_chunk_not_the_request():
+    cfg = {"name": "s", "stages": [
+        {"name": "gen", "process": "p", "next": "voc", "stream_to": ["voc"]},
+        {"name": "voc", "process": "p", "terminal": True}],
+        "process_safe_edges": [["gen", "voc"]]}
+    pl = planner.load(config=cfg)
+    prof = Profile(model="s", variant="default", cores=2, cpu_model="t", stages=(
+        StageProfile("gen", 0.0, 0.0, 40.0, chunks_out=20), StageProfile("voc", 0.0, 0.0, 20.0)))
+    p = predict(planner.declared_plan(pl), prof, Workload(concurrency=1))
+    assert p.ttfa_p90_ms == pytest.approx(2.0 + 1.0, rel=0.1)  # one chunk of each
+    assert p.latency_p50_ms == pytest.approx(40 + 1.0, rel=0.1)  # the rest overlaps
+
+
+def test_constraints_and_the_reason_given():
+    pl = chain("a", "b")
+    prof = profile({"a": (4.0, 0.0, 0.0), "b": (4.0, 0.0, 0.0)}, cores=4)
+    choice = choose(pl, prof, (Workload(concurrency=8),), max_processes=1)
+    assert [c.name for c in choice.ranked] == ["declared"]
+    assert "--max-processes 1" in choice.excluded[0][1]
+    free = choose(pl, prof, (Workload(concurrency=8),))
+    assert "interpreter lock of p" in why(free) and free.best.name in why(free)
+
+
+def test_the_persistent_overlay_reproduces_the_chosen_plan():
+    r = planner.solve("qwen3-tts", requests=[planner.Isolate("vocoder")])
+    overlay = {"model": "qwen3-tts", "stages": persistent_overlay(r.plan, (planner.Isolate("vocoder"),))}
+    again = planner.solve(config=overlay)
+    assert again.ok and [(g.name, g.stages) for g in again.plan.groups] == [
+        (g.name, g.stages) for g in r.plan.groups]
+    assert [(s.name, s.fraction) for s in again.plan.stages] == [
+        (s.name, s.fraction) for s in r.plan.stages]
