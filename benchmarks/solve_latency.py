@@ -171,6 +171,27 @@ def main() -> None:
         print(f"{n:5} stages, {g:2} GPUs, {k:2} requests, half the edges unsafe: {r.status:10} "
               f"{len(r.diagnostics):3} diagnostics {fmt(ts)}")
 
+    print("\n## replica packing: --replicas 64 and --replicas max on N nodes x 8 GPUs (cold caches)")
+    from planner.cluster import Cluster, Node
+    from planner.replicas import _place_on_node, node_capacity, pack
+
+    cards = ["qwen3-tts", "higgs-tts", "ming-omni-tts"]
+    plans = {c: planner.solve(c, variant="tp2" if c == "ming-omni-tts" else None).plan
+             for c in cards}
+    for nodes in (1, 2, 4, 8, 16, 32, 64, 128) if not args.quick else (1, 16):
+        cluster = Cluster(tuple(Node(f"n{i}", 8, 64) for i in range(nodes)))
+        cells = []
+        for card, plan in plans.items():
+            for want in (64, None):
+                node_capacity.cache_clear()
+                _place_on_node.cache_clear()
+                t = time.perf_counter()
+                p = pack(plan, cluster, want)
+                dt = time.perf_counter() - t
+                cells.append(f"{card}{'' if want else ' max'} {dt * 1e3:6.1f} ms"
+                             f" ({'fits' if p.fits else 'max ' + str(p.most)})")
+        print(f"{nodes:4} nodes: " + "; ".join(cells))
+
 
 if __name__ == "__main__":
     main()

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from planner.assemble import build_plan
 from planner.cards import load_pipeline
+from planner.cluster import Cluster
 from planner.diagnostics import Explainer, in_report_order
 from planner.errors import ConfigError
 from planner.pipeline import Pipeline
-from planner.plan import Assign, Diagnostic, Isolate, Plan, Request, Result
-from planner.problem import Problem, to_units
+from planner.plan import Assign, Diagnostic, Fix, Isolate, Plan, Request, Result
+from planner.problem import SCALE, Problem, to_units
 from planner.render.flags import from_options
+from planner.replicas import NodeCapacity, Packing, Strategy, fraction_hint, pack
 from planner.requests import parse_requests
 from planner.solver import Assignment, NearestPlacement, PlacementModel, check_domains
 from planner.topology import declared_baseline
@@ -128,3 +131,60 @@ def declared_plan(pipeline: Pipeline) -> Plan:
     plan, _, _ = build_plan(problem, Assignment(process=dict(baseline.process),
                                                 fraction_units=fractions, alone_kept=set()))
     return plan
+
+
+def solve_replicas(pipeline: Pipeline, cluster: Cluster, replicas: int | None,
+                   strategy: Strategy = "pack", requests: Sequence[Request] = ()) -> Result:
+    """`solve_pipeline`, then pack `replicas` copies (None: as many as fit) onto `cluster`.
+
+    Single-replica diagnostics come first and stop here; too many replicas is one
+    `insufficient-capacity` diagnostic with the largest number that fits and hints that fit."""
+    result = solve_pipeline(pipeline, requests=requests)
+    if not result.ok:
+        return dataclasses.replace(result, cluster=cluster)
+    packing = pack(result.plan, cluster, replicas, strategy)
+    if packing.fits:
+        return dataclasses.replace(result, cluster=cluster, packing=packing)
+    diagnostic = _capacity_diagnostic(pipeline, result, cluster, packing, strategy, requests)
+    return dataclasses.replace(result, status="infeasible", plan=None, cluster=cluster,
+                               packing=packing, diagnostics=result.diagnostics + (diagnostic,))
+
+
+def _capacity_diagnostic(pipeline: Pipeline, result: Result, cluster: Cluster, packing: Packing,
+                         strategy: Strategy, requests: Sequence[Request]) -> Diagnostic:
+    from planner.conflicts import CardTarget, InsufficientCapacity, NodeShortfall
+    from planner.render.prose import describe
+
+    kinds: dict[tuple[int, int | None], list[NodeCapacity]] = {}
+    for c in packing.capacity:
+        kinds.setdefault((c.node.gpus, c.node.cpus), []).append(c)
+    shortfall = tuple(NodeShortfall(tuple(c.node.name for c in cs), g, cpus, cs[0].most,
+                                    cs[0].by_gpu, cs[0].by_cpu)
+                      for (g, cpus), cs in kinds.items())
+    sharing = fraction_hint(result.plan)
+    sharing_most = None
+    fix = Fix(config=None)
+    if sharing:
+        shared = dataclasses.replace(pipeline, stages=tuple(
+            dataclasses.replace(s, fraction=sharing[s.name]) if s.name in sharing else s
+            for s in pipeline.stages))
+        again = solve_pipeline(shared, requests=requests)
+        if again.ok:
+            sharing_most = pack(again.plan, cluster, None, strategy).most
+        if sharing_most is not None and sharing_most >= (packing.requested or 0):
+            fix = Fix(config={"stages": [
+                {"name": s, "runtime": {"resources": {"total_gpu_memory_fraction": v}}}
+                for s, v in sharing.items()]})
+    card = CardTarget(pipeline.name, pipeline.variant) if pipeline.source.startswith("card ") \
+        else None
+    conflict = InsufficientCapacity(
+        model=pipeline.name, requested=packing.requested or 0, most=packing.most,
+        proved=packing.proved,
+        gpu_need=tuple((l, d / SCALE) for l, d in packing.demand.gpus),
+        cpu_need=packing.demand.cpus, cluster=cluster.source, shortfall=shortfall,
+        sharing=tuple(sharing.items()) if sharing else None, sharing_most=sharing_most,
+        card=card)
+    prose = describe(conflict)
+    return Diagnostic(code=conflict.code, message=prose.message, because=prose.because,
+                      hint=prose.hint, fix=fix if fix.config else None,
+                      rule="the replicas fit the cluster's GPUs and CPUs", conflict=conflict)

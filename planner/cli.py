@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "print the resulting process groups or every conflict with a hint.")
     _add_model_args(p, positional=True)
     _add_placement_args(p)
+    _add_scale_args(p)
     p.add_argument("--format", choices=FORMATS, default="table")
 
     p = sub.add_parser(
@@ -116,7 +117,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
 
     _add_bench_parser(sub)
+    _add_tune_parser(sub)
     return parser
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive {kind.__name__}")
+        return value
+    return parse
+
+
+def _add_tune_parser(sub) -> None:
+    p = sub.add_parser(
+        "tune", help="recommend the placement for a workload from a measured profile",
+        description="Profile the declared pipeline's stages on this machine (or read --profile), "
+                    "predict every placement the planner accepts under the workload, and rank "
+                    "them; --verify K serves the top K and the declared topology to compare.")
+    _add_model_args(p, positional=True)
+    p.add_argument("--concurrency", type=_positive(int), action="append", metavar="C",
+                   help="closed-loop clients (repeatable; default 1 and 4)")
+    p.add_argument("--rate", type=_positive(float), action="append", metavar="R",
+                   help="open-loop Poisson arrivals in requests/s (repeatable)")
+    p.add_argument("--objective", choices=("throughput", "latency", "ttfa"), default="throughput")
+    p.add_argument("--slo-p99-ms", type=_positive(float), metavar="X",
+                   help="leave out placements whose predicted p99 exceeds X ms at any workload")
+    p.add_argument("--max-processes", type=_positive(int), metavar="N")
+    p.add_argument("--profile", metavar="FILE", help="a profile.json from an earlier run")
+    p.add_argument("--profile-requests", type=_positive(int), default=12, metavar="N",
+                   help="requests per profiling pass (default 12)")
+    p.add_argument("--cores", type=_positive(int), metavar="N",
+                   help="predict for a machine with N cores (default: the profiled machine's)")
+    p.add_argument("--verify", type=_positive(int), metavar="K",
+                   help="serve the top K and the declared topology under the same load")
+    p.add_argument("--requests", type=_positive(int), default=48, metavar="N",
+                   help="measured requests per placement and workload when verifying")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--output", metavar="DIR",
+                   help="where profile.json and tune.json go (default tune-results/MODEL)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stand-in-size", choices=("tiny", "small", "base"),
+                   help="size offered to the built-in stand-in stages (default: theirs)")
+    p.set_defaults(handler=cmd_tune)
 
 
 def _add_bench_parser(sub) -> None:
@@ -188,10 +236,45 @@ def _solve(args: argparse.Namespace):
     try:
         pipeline = load_pipeline(model_path=args.model_path, config=args.config,
                                  variant=args.variant)
+        requests = from_options(args.isolate_stage, args.stage_process)
+        if getattr(args, "replicas", None) is None and getattr(args, "cluster", None) is None:
+            return pipeline, solve_pipeline(pipeline, requests=requests)
+        from planner.api import solve_replicas
+        from planner.cluster import load_cluster
+
+        cluster = load_cluster(args.cluster)
     except ConfigError as err:
         return None, config_error_result(err, args.variant)
-    return pipeline, solve_pipeline(
-        pipeline, requests=from_options(args.isolate_stage, args.stage_process))
+    replicas = 1 if args.replicas is None else (None if args.replicas == "max" else args.replicas)
+    return pipeline, solve_replicas(pipeline, cluster, replicas, args.strategy, requests)
+
+
+def _replicas(text: str):
+    """argparse type of --replicas: a positive count, or `max`."""
+    if text == "max":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of replicas; give a count "
+                                         "of 1 or more, or max")
+    return value
+
+
+def _add_scale_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replicas", type=_replicas, metavar="N|max",
+                   help="pack N copies of the placement onto the cluster (max: as many as fit)")
+    p.add_argument("--cluster", metavar="FILE|ray",
+                   help="nodes to pack onto: a YAML file (nodes: [{name, gpus, cpus}]) or `ray` "
+                        "for a running Ray cluster (default: this machine)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--pack", dest="strategy", action="store_const", const="pack",
+                     help="fewest nodes and GPUs (default)")
+    how.add_argument("--spread", dest="strategy", action="store_const", const="spread",
+                     help="an even share on every node and GPU")
+    p.set_defaults(strategy="pack")
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
@@ -234,6 +317,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except BenchError as exc:
         _err(str(exc))
         return exc.exit_code
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from planner.tune.command import TuneError, run_tune
+
+    try:
+        return run_tune(args, _console(), _console(stderr=True))
+    except TuneError as exc:
+        return _err(str(exc))
 
 
 COMMANDS = {"models": cmd_models, "show": cmd_show, "solve": cmd_solve, "serve": cmd_serve,

@@ -237,5 +237,40 @@ class FusedSplit:
         return tuple(sorted(self.group))
 
 
+@dataclass(frozen=True)
+class NodeShortfall:
+    """How many replicas a kind of node holds, and which of its resources runs out first."""
+
+    nodes: tuple[str, ...]
+    gpus: int
+    cpus: int | None
+    most: int
+    by_gpu: int
+    by_cpu: int | None
+
+
+@dataclass(frozen=True)
+class InsufficientCapacity:
+    """More replicas were asked for than the cluster holds."""
+
+    code: ClassVar[str] = "insufficient-capacity"
+    model: str
+    requested: int
+    most: int  # the largest number that fits
+    proved: bool  # False: a time limit cut a proof short
+    gpu_need: tuple[tuple[int, float], ...]  # one replica: (logical GPU, share of a GPU)
+    cpu_need: int
+    cluster: str
+    shortfall: tuple[NodeShortfall, ...]
+    sharing: tuple[tuple[str, float], ...] | None  # fractions that let two replicas share a GPU
+    sharing_most: int | None  # how many fit with them
+    card: CardTarget | None
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return ()
+
+
 Conflict = (UnsupportedHandoff | DeclaredSplit | ConflictingRecommendation | OverLimit | SpansGpus
-            | RankNameTaken | SharedRankNames | MissingFraction | IsolationConflict | FusedSplit)
+            | RankNameTaken | SharedRankNames | MissingFraction | IsolationConflict | FusedSplit
+            | InsufficientCapacity)

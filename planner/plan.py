@@ -203,6 +203,9 @@ class Result:
     plan: Plan | None = None
     warnings: tuple[PlanWarning, ...] = ()
     diagnostics: tuple[Diagnostic, ...] = field(default_factory=tuple)
+    # With --replicas: the cluster and where each replica goes (`planner.replicas.Packing`).
+    cluster: Any = None
+    packing: Any = None
 
     @property
     def ok(self) -> bool:

@@ -121,6 +121,28 @@ def result_dict(result: Result) -> dict[str, Any]:
         ],
         "warnings": [warning_dict(w) for w in result.warnings],
         "diagnostics": [diagnostic_dict(d) for d in result.diagnostics],
+        **({} if result.cluster is None else scale_out_dict(result)),
+    }
+
+
+def scale_out_dict(result: Result) -> dict[str, Any]:
+    """`replicas` (logical GPU id, as a string key, -> physical GPU index on its node) and
+    `cluster` (nodes and every physical GPU's total against its limit)."""
+    packing, cluster = result.packing, result.cluster
+    return {
+        "replicas": [] if packing is None else [
+            {"index": r.index, "node": r.node, "gpus": {str(l): g for l, g in r.gpus}}
+            for r in packing.replicas],
+        "replicas_requested": None if packing is None else packing.requested,
+        "replicas_max": None if packing is None else packing.most,
+        "replicas_max_proved": None if packing is None else packing.proved,
+        "cluster": {
+            "source": cluster.source,
+            "nodes": [{"name": n.name, "gpus": n.gpus, "cpus": n.cpus} for n in cluster.nodes],
+            "gpus": [] if packing is None else [
+                {"node": g.node, "id": g.id, "total": round(g.total, 6), "limit": g.limit,
+                 "replicas": list(g.replicas)} for g in packing.loads],
+        },
     }
 
 

@@ -13,6 +13,7 @@ from planner.conflicts import (
     Conflict,
     DeclaredSplit,
     FusedSplit,
+    InsufficientCapacity,
     IsolationConflict,
     MissingFraction,
     OverLimit,
@@ -135,6 +136,8 @@ def describe(c: Conflict) -> Prose:
                 f"{', '.join(c.moved) or c.group[0]} cannot leave fused partner"
                 f"{'s' if len(c.partners) > 1 else ''} {', '.join(c.partners)}", tuple(because),
                 placement_hint(c.nearest, "move the fused stages together"))
+        case InsufficientCapacity():
+            return _insufficient(c)
     raise TypeError(f"no wording for {type(c).__name__}")
 
 
@@ -187,3 +190,30 @@ def _missing_fraction(c: MissingFraction) -> Prose:
         f"declare{'s' if len(c.missing) == 1 else ''} no GPU memory fraction", tuple(because),
         "declare runtime.resources.total_gpu_memory_fraction for each (sized to your models; "
         "these shares fit the limit); " + config_hint(c.card, fractions_yaml(c.proposal)))
+
+
+def _insufficient(c: InsufficientCapacity) -> Prose:
+    need = ", ".join(f"a whole GPU (logical GPU {l})" if share >= 1.0 - 1e-9 else
+                     f"{share:.3f} of a GPU (logical GPU {l})" for l, share in c.gpu_need)
+    because = [f"one replica of {c.model} needs {need or 'no GPU'} and {c.cpu_need} CPU"
+               f"{'s' if c.cpu_need != 1 else ''} (one per process), on one node"]
+    for n in c.shortfall:
+        kind = f"{len(n.nodes)} node{'s' if len(n.nodes) > 1 else ''} ({', '.join(n.nodes[:3])}" \
+               f"{', ...' if len(n.nodes) > 3 else ''}) with {n.gpus} GPUs" \
+               + (f" and {n.cpus} CPUs" if n.cpus is not None else "")
+        if n.by_cpu is not None and n.by_cpu < n.by_gpu:
+            short = f"its CPUs run out first ({n.cpus} // {c.cpu_need} = {n.by_cpu})"
+        elif n.most == 0 and n.gpus < len(c.gpu_need):
+            short = f"a replica needs {len(c.gpu_need)} GPUs on one node"
+        else:
+            short = "its GPUs run out first"
+        because.append(f"{kind}: at most {n.most} each, {short}")
+    proof = "proved by the solver" if c.proved else "a time limit cut the proof short"
+    because.append(f"{c.cluster} holds at most {c.most} ({proof})")
+    hints = [f"ask for `--replicas {c.most}`" if c.most else "add nodes with enough GPUs"]
+    if c.sharing and c.sharing_most is not None and c.sharing_most >= c.requested:
+        text = fractions_yaml(c.sharing)
+        hints.append(f"or let two replicas share a GPU (then {c.sharing_most} fit); "
+                     + config_hint(c.card, text))
+    return Prose(f"{c.requested} replicas of {c.model} do not fit on {c.cluster}: at most "
+                 f"{c.most} do", tuple(because), "; ".join(hints))

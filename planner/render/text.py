@@ -121,10 +121,38 @@ def render_result(console: Console, result: Result) -> None:
     console.print(head)
     if result.ok and result.plan:
         console.print(Group(*plan_tables(result.plan, show_changed=True)))
+    if result.ok and result.packing is not None:
+        console.print(Group(*replica_tables(result)))
     for w in result.warnings:
         console.print(warning_text(w))
     for d in result.diagnostics:
         console.print(diagnostic_text(d))
+
+
+def replica_tables(result: Result) -> list[Any]:
+    """Where each replica runs (logical -> physical GPUs) and every physical GPU's memory."""
+    packing, plan = result.packing, result.plan
+    procs = ", ".join([g.name for g in plan.groups] + [p.name for p in plan.tp_processes])
+    requested = "max" if packing.requested is None else str(packing.requested)
+    proof = "proved" if packing.proved else "not proved: a time limit cut the proof short"
+    t = Table(title=f"replicas: {len(packing.replicas)} (asked {requested}; at most "
+                    f"{packing.most} fit, {proof}) on {result.cluster.source}",
+              title_justify="left")
+    for col in ("replica", "node", "logical GPU -> physical GPU", "processes"):
+        t.add_column(col)
+    for r in packing.replicas:
+        t.add_row(str(r.index), r.node, ", ".join(f"{l} -> {g}" for l, g in r.gpus) or "CPU",
+                  procs)
+    out: list[Any] = [t]
+    if packing.loads:
+        g = Table(title="GPU memory per physical GPU (fractions)", title_justify="left")
+        for col in ("node", "GPU", "usage against limit", "replicas"):
+            g.add_column(col)
+        for load in packing.loads:
+            g.add_row(load.node, str(load.id), usage_bar(load.total, load.limit),
+                      ", ".join(map(str, load.replicas)) or "-")
+        out.append(g)
+    return out
 
 
 # -- planner show / planner models ----------------------------------------------------------------

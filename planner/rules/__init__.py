@@ -43,7 +43,9 @@ CONFIG_CODES = ("invalid-config",)
 # The report order of placement diagnostics follows the registry (a rule with several codes,
 # fusion, reports each where an earlier rule already placed it).
 PLACEMENT_CODES = tuple(dict.fromkeys(c for r in REGISTRY for c in r.codes))
-CODE_ORDER = REQUEST_CODES + CONFIG_CODES + PLACEMENT_CODES
+# Cluster capacity is checked once a replica itself is valid, so it reports last.
+CLUSTER_CODES = ("insufficient-capacity",)
+CODE_ORDER = REQUEST_CODES + CONFIG_CODES + PLACEMENT_CODES + CLUSTER_CODES
 
 
 def rank(rule: Rule) -> int:

@@ -1,0 +1,136 @@
+"""The machines replicas are packed onto: `--cluster FILE` (YAML `nodes: [{name, gpus, cpus}]`),
+`--cluster ray` (the nodes of a running Ray cluster), or this machine."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planner.config import read_yaml
+from planner.errors import ConfigError, ConfigIssue
+
+_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    gpus: int
+    cpus: int | None = None  # None: not limited
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: tuple[Node, ...]
+    source: str = "this machine"
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+
+def _gpus_here() -> int:
+    """NVIDIA GPUs the driver lists, without importing torch (the planner core never does)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([v for v in visible.split(",") if v.strip() and v.strip() != "-1"])
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+
+
+def this_machine() -> Cluster:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return Cluster((Node("local", _gpus_here(), cpus),), source="this machine")
+
+
+def from_dict(data: Any, source: str) -> Cluster:
+    issues: list[ConfigIssue] = []
+    nodes_raw = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(nodes_raw, list) or not nodes_raw:
+        raise ConfigError(ConfigIssue(source, "nodes", "missing or empty",
+                                      "a list like nodes: [{name: a, gpus: 4, cpus: 32}]"))
+    if isinstance(data, dict):
+        for key in data:
+            if key != "nodes":
+                issues.append(ConfigIssue(source, str(key), "unknown key", "the only key is nodes"))
+    nodes: list[Node] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(nodes_raw):
+        key = f"nodes[{i}]"
+        if not isinstance(raw, dict):
+            issues.append(ConfigIssue(source, key, f"got {raw!r}", "{name: a, gpus: 4, cpus: 32}"))
+            continue
+        for k in raw:
+            if k not in ("name", "gpus", "cpus"):
+                issues.append(ConfigIssue(source, f"{key}.{k}", "unknown key",
+                                          "a node has name, gpus and (optionally) cpus"))
+        name = raw.get("name")
+        if not isinstance(name, str) or not _NODE_NAME.fullmatch(name):
+            issues.append(ConfigIssue(source, f"{key}.name", f"got {name!r}",
+                                      "a name of letters, digits, '_', '-', '.' or ':'"))
+            continue
+        if name in seen:
+            issues.append(ConfigIssue(source, f"{key}.name", f"node {name!r} is listed twice"))
+            continue
+        seen.add(name)
+        gpus, cpus = raw.get("gpus", 0), raw.get("cpus")
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+            issues.append(ConfigIssue(source, f"{key}.gpus", f"got {gpus!r}", "an integer >= 0"))
+            continue
+        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
+            issues.append(ConfigIssue(source, f"{key}.cpus", f"got {cpus!r}",
+                                      "an integer >= 1, or leave it out"))
+            continue
+        nodes.append(Node(name, gpus, cpus))
+    if issues:
+        raise ConfigError(issues)
+    return Cluster(tuple(nodes), source=source)
+
+
+def load_cluster(spec: str | Path | None) -> Cluster:
+    """`None`: this machine; `"ray"`: the running Ray cluster; else a YAML file."""
+    if spec is None:
+        return this_machine()
+    if str(spec) == "ray":
+        return from_ray()
+    if not Path(spec).is_file():
+        raise ConfigError(ConfigIssue("--cluster", "", f"{spec} is not a file",
+                                      "pass a YAML file (nodes: [{name: a, gpus: 4, cpus: 32}]) "
+                                      "or `ray` for a running Ray cluster"))
+    return from_dict(read_yaml(spec), str(spec))
+
+
+def from_ray(address: str | None = None) -> Cluster:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(ConfigIssue("--cluster", "ray", "Ray is not installed",
+                                      "pip install 'stage-planner[ray]', or describe the nodes in "
+                                      "a YAML file")) from None
+    started = False
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address or "auto", logging_level="ERROR", log_to_driver=False)
+            started = True
+        except (ConnectionError, RuntimeError) as exc:
+            raise ConfigError(ConfigIssue("--cluster", "ray", f"no running Ray cluster ({exc})",
+                                          "start one with `ray start --head`, or pass a cluster "
+                                          "file")) from None
+    try:
+        nodes = []
+        for i, n in enumerate(sorted(ray.nodes(), key=lambda n: n["NodeID"])):
+            if not n.get("Alive"):
+                continue
+            res = n.get("Resources", {})
+            name = n.get("NodeName") or f"node{i}"
+            nodes.append(Node(f"{name}-{n['NodeID'][:6]}", int(res.get("GPU", 0)),
+                              int(res.get("CPU", 0)) or None))
+        return Cluster(tuple(nodes), source="ray")
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,134 @@
+"""Packing replicas onto a cluster: `max` matches brute force on small clusters, too many replicas
+is an `insufficient-capacity` diagnostic whose hints fit, and the output says where each goes."""
+
+import itertools
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import planner
+from planner.api import solve_replicas
+from planner.cluster import Cluster, Node, load_cluster
+from planner.errors import ConfigError
+from planner.replicas import Demand, pack
+
+
+def two_gpu_pipeline(f0, f1):
+    """A replica using logical GPUs 0 and 1 with the given fractions (None: undeclared)."""
+    def stage(name, gpu, frac, **kw):
+        s = {"name": name, "process": f"p{gpu}", "gpu": gpu, **kw}
+        if frac is not None:
+            s["runtime"] = {"resources": {"total_gpu_memory_fraction": frac}}
+        return s
+    stages = [stage("a", 0, f0, next="b"), stage("b", 1, f1, terminal=True)]
+    return planner.load(config={"name": "two", "stages": stages,
+                                "process_safe_edges": [["a", "b"]]})
+
+
+def brute_force_most(demand: Demand, gpus: int, cap: int = 12) -> int:
+    """Most replicas on one node, by trying every injective logical -> physical map per replica."""
+    maps = list(itertools.permutations(range(gpus), len(demand.gpus)))
+    best = 0
+
+    def go(k, loads, start):
+        nonlocal best
+        best = max(best, k)
+        if k == cap:
+            return
+        for i in range(start, len(maps)):  # replicas are interchangeable: maps in order
+            new = list(loads)
+            for (_, d), g in zip(demand.gpus, maps[i]):
+                new[g] += d
+            if all(x <= demand.limit for x in new):
+                go(k + 1, new, i)
+
+    go(0, [0] * gpus, 0)
+    return best
+
+
+@settings(max_examples=40, deadline=None)
+@given(f0=st.sampled_from([0.1, 0.25, 0.3, 0.45, 0.5, 0.6, 0.9, None]),
+       f1=st.sampled_from([0.1, 0.2, 0.35, 0.5, 0.7, None]),
+       gpus=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+       cpus=st.sampled_from([None, 2, 4, 7]))
+def test_max_matches_brute_force(f0, f1, gpus, cpus):
+    r = planner.solve_pipeline(two_gpu_pipeline(f0, f1))
+    assert r.ok
+    cluster = Cluster(tuple(Node(f"n{i}", g, cpus) for i, g in enumerate(gpus)))
+    p = pack(r.plan, cluster, None)
+    demand = Demand.of(r.plan)
+    expected = sum(min(brute_force_most(demand, g), cpus // demand.cpus if cpus else 99)
+                   for g in gpus)
+    assert p.most == expected and p.proved
+    assert len(p.replicas) == expected
+    for load in p.loads:  # no GPU over its limit, and every replica's GPUs are distinct
+        assert load.total <= load.limit + 1e-9
+    for rep in p.replicas:
+        assert len({g for _, g in rep.gpus}) == len(rep.gpus)
+
+
+def test_too_many_replicas_is_explained_and_both_hints_fit():
+    cluster = Cluster((Node("a", 4, 32), Node("b", 2, 8)), source="two nodes")
+    pl = planner.load("qwen3-tts")
+    ask = [planner.Isolate("vocoder")]
+    r = solve_replicas(pl, cluster, 8, requests=ask)
+    assert r.status == "infeasible" and r.exit_code == 1
+    d = r.diagnostics[-1]
+    assert d.code == "insufficient-capacity" and "at most 6" in d.message
+    assert any("0.950 of a GPU" in b for b in d.because)
+    assert "--replicas 6" in d.hint
+    assert solve_replicas(pl, cluster, 6, requests=ask).ok
+    # The fraction hint, applied as YAML, lets two replicas share a GPU: 8 now fit.
+    overlay = {"model": "qwen3-tts", **d.fix.config}
+    again = solve_replicas(planner.load(config=overlay), cluster, 8, requests=ask)
+    assert again.ok and any(len(g.replicas) == 2 for g in again.packing.loads)
+
+
+def test_single_replica_diagnostics_come_first_and_stop_packing():
+    cluster = Cluster((Node("a", 1, 4),))
+    r = solve_replicas(planner.load("qwen3-tts"), cluster, 3,
+                       requests=[planner.Isolate("preprocessing")])
+    assert [d.code for d in r.diagnostics] == ["unsupported-handoff"]
+
+
+def test_cpus_can_be_what_runs_out():
+    cluster = Cluster((Node("a", 8, 4),), source="c")
+    r = solve_replicas(planner.load("higgs-tts"), cluster, 3)  # 3 processes a replica
+    d = r.diagnostics[-1]
+    assert "at most 1" in d.message and any("CPUs run out first" in b for b in d.because)
+
+
+def test_pack_fills_nodes_and_spread_evens_them():
+    cluster = Cluster(tuple(Node(f"n{i}", 4, None) for i in range(3)))
+    plan = planner.solve("qwen3-tts").plan
+    packed = pack(plan, cluster, 4, "pack")
+    assert {r.node for r in packed.replicas} == {"n0"}
+    spread = pack(plan, cluster, 4, "spread")
+    assert sorted(sum(r.node == n.name for r in spread.replicas) for n in cluster.nodes) == [1, 1, 2]
+
+
+def test_cli_json_and_cluster_file_errors(tmp_path):
+    good = tmp_path / "c.yaml"
+    good.write_text("nodes:\n  - {name: a, gpus: 2, cpus: 16}\n  - {name: b, gpus: 2}\n")
+    out = subprocess.run([sys.executable, "-m", "planner", "solve", "qwen3-tts", "--cluster",
+                          str(good), "--replicas", "max", "--format", "json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["replicas_max"] == 4 and data["replicas_max_proved"] is True
+    assert data["replicas"][0] == {"index": 0, "node": "a", "gpus": {"0": 0}}
+    # qwen3-tts declares no fraction: a replica takes its GPU whole.
+    assert {"node": "a", "id": 0, "total": 1.0, "limit": 1.0, "replicas": [0]} in \
+        data["cluster"]["gpus"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes:\n  - {name: a, gpus: -1}\n  - {name: a, gpus: 2}\n")
+    out = subprocess.run([sys.executable, "-m", "planner", "solve", "qwen3-tts", "--cluster",
+                          str(bad), "--replicas", "2"], capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "nodes[0].gpus" in out.stdout + out.stderr
+    with pytest.raises(ConfigError, match="--cluster: .*missing.yaml is not a file"):
+        load_cluster(tmp_path / "missing.yaml")
