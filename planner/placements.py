@@ -73,18 +73,27 @@ def movable_units(pipeline: Pipeline) -> list[tuple[str, ...]]:
 
 
 def block_names(pipeline: Pipeline, blocks: Sequence[Sequence[str]]) -> list[str]:
-    """Deterministic process names: the first stage's declared process if still free, else the
-    first stage's own name; so the partition that equals the declared topology keeps its names."""
+    """Deterministic process names that keep the requests few: larger blocks first, each takes the
+    declared process most of its stages already run in, if still free; else its first stage's
+    name. So the declared partition keeps every name, and splitting one stage off asks to move
+    only that stage."""
     declared = declared_baseline(pipeline).process
     reserved = {n for s in pipeline.stages if s.is_tp for n in tp_rank_names(pipeline, s.name)}
-    names: list[str] = []
-    for block in blocks:
-        fallbacks = (f"{block[0]}_{i}" for i in range(2, 2 + len(blocks)))
-        for candidate in (declared.get(block[0]), block[0], *fallbacks):
-            if candidate and candidate not in names and candidate not in reserved:
-                names.append(candidate)
+    names: list[str | None] = [None] * len(blocks)
+    taken: set[str] = set(reserved)
+    for i in sorted(range(len(blocks)), key=lambda i: -len(blocks[i])):
+        counts: dict[str, int] = {}
+        for stage in blocks[i]:
+            if declared.get(stage):
+                counts[declared[stage]] = counts.get(declared[stage], 0) + 1
+        ranked = sorted(counts, key=lambda n: -counts[n])  # stable: first stage's name on ties
+        fallbacks = [f"{blocks[i][0]}_{k}" for k in range(2, 2 + len(blocks))]
+        for candidate in (*ranked, blocks[i][0], *fallbacks):
+            if candidate not in taken:
+                names[i] = candidate
+                taken.add(candidate)
                 break
-    return names
+    return [n or "" for n in names]
 
 
 def partition_requests(pipeline: Pipeline, blocks: Sequence[Sequence[str]]) -> tuple[Request, ...]:

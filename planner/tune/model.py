@@ -40,8 +40,8 @@ class Workload:
 
     concurrency: int | None = None
     rate: float | None = None
-    requests: int = 240
-    warmup: int = 24
+    requests: int = 160
+    warmup: int = 16
     seed: int = 0
 
     def __post_init__(self) -> None:
