@@ -9,8 +9,8 @@
   receiving process (tensor views of the block, mapped once: no copy), timed until the receiver
   acknowledges with the tensor's last element (checked, so a stale block would show). The receiver
   then drops the tensor; its finalizer gives the lease back over the pipe, and the sender's pool
-  reuses the block. (In a deployment the control message and the give-back each make one more
-  hop through the supervisor; they are a few hundred bytes either way.)
+  reuses the block. (A deployment does the same worker to worker, over a Unix socket per link;
+  it sends payloads of up to 64 KiB inside the message instead: `launcher_overhead.py`.)
 - pipe round trip: the same control message and acknowledgement with no tensor at all, after the
   same busy time the sender spends packing; the floor under the cross-process handoff here.
 

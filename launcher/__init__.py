@@ -1,14 +1,37 @@
-"""Run a planned topology: worker processes, shared-memory handoffs, supervision, HTTP.
+"""Run a planned topology: worker processes, direct shared-memory handoffs, supervision, HTTP.
 
 `launch(plan) -> Deployment` is the Python API; `launcher.serve.serve(plan, ...)` adds the HTTP
-front door. Importing this package imports torch, so `planner` imports it only lazily.
+front door. The names below are imported on first use, so `import launcher.metric_names` (the
+bench client does) does not import torch; `planner` imports this package only lazily.
 """
 
-from .audio import SAMPLE_RATE, Audio
-from .deployment import Deployment, SpeechRequest, launch
-from .errors import LaunchError, RequestFailed, RequestTimeout, StageFailed, Unavailable, WorkerDied
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "SAMPLE_RATE": "audio", "Audio": "audio",
+    "Deployment": "deployment", "launch": "deployment",
+    "SpeechRequest": "requests",
+    "LaunchError": "errors", "RequestFailed": "errors", "RequestTimeout": "errors",
+    "StageFailed": "errors", "Unavailable": "errors", "WorkerDied": "errors",
+}
 
 __all__ = [
     "SAMPLE_RATE", "Audio", "Deployment", "LaunchError", "RequestFailed", "RequestTimeout",
     "SpeechRequest", "StageFailed", "Unavailable", "WorkerDied", "launch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'launcher' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -17,9 +17,10 @@ errors 500, timeouts 504. A client that goes away mid-request is one log line, n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
@@ -27,17 +28,16 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .audio import SAMPLE_RATE, pcm16, wav_header
 from .deployment import Deployment
 from .errors import RequestFailed
+from .limits import MAX_BODY_BYTES, MAX_INPUT_CHARS, REQUEST_TIMEOUT_S
+from .requests import SpeechRequest
 
-MAX_INPUT_CHARS = 4096
-MAX_BODY_BYTES = 1 << 20
-REQUEST_TIMEOUT_S = 120.0
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
 
 log = logging.getLogger(__name__)
@@ -202,6 +202,29 @@ class _ClientDisconnects:
                         "dropped", scope["method"], scope["path"], seen["bytes"])
 
 
+async def _unless_gone(request: Request, handle: SpeechRequest, work: Awaitable) -> object:
+    """The result of `work`; if the client goes away first, its request is cancelled (in every
+    process that holds it) and the disconnect is raised for `_ClientDisconnects` to log."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if task.done():
+        return task.result()
+    handle.cancel()  # the waiting thread then gets the cancellation and ends
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: no warning
+    raise ClientDisconnect()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone away (the body has been read: the only message left
+    for this request is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
                max_input_chars: int = MAX_INPUT_CHARS,
                request_timeout: float = REQUEST_TIMEOUT_S) -> Starlette:
@@ -220,7 +243,8 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
             return _failed(exc, deployment)
         if not req["stream"]:
             try:
-                audio = await run_in_threadpool(handle.result, request_timeout)
+                audio = await _unless_gone(request, handle,
+                                           run_in_threadpool(handle.result, request_timeout))
             except RequestFailed as exc:
                 return _failed(exc, deployment)
             body = audio.wav() if req["format"] == "wav" else audio.pcm16()
@@ -229,7 +253,7 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
         chunks = handle.chunks(request_timeout)
         try:
             # Wait for the first chunk here, so that a failure still gets a status code.
-            first = await run_in_threadpool(next, chunks, None)
+            first = await _unless_gone(request, handle, run_in_threadpool(next, chunks, None))
         except RequestFailed as exc:
             return _failed(exc, deployment)
 
@@ -259,8 +283,8 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
         return JSONResponse(dict(topology))
 
     async def metrics(request: Request) -> Response:
-        return PlainTextResponse(deployment.metrics_text(),
-                                 media_type="text/plain; version=0.0.4")
+        body, content_type = deployment.metrics(request.headers.get("accept"))
+        return Response(body, headers={"Content-Type": content_type})
 
     async def http_error(request: Request, exc: HTTPException) -> Response:
         return _error(exc.status_code, exc.detail or "error", "http_error")

@@ -1,16 +1,31 @@
-"""Prometheus text exposition for a deployment (no client library needed for this little)."""
+"""Prometheus exposition of a deployment, with prometheus_client.
+
+The supervisor keeps the numbers (`Histogram` accumulators fed by the workers' timing reports,
+and a `Sample` of everything else, taken when /metrics is scraped); `render` only turns a sample
+into the text format. Metric names live in `metric_names`.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.utils import floatToGoString
+
+from . import metric_names as M
+from .ipc import PoolUsage
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 @dataclass
 class Histogram:
+    """Bucket counts (not cumulative; the last one is +Inf), sum and count of observations."""
+
     buckets: tuple[float, ...] = LATENCY_BUCKETS
     counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
     total: float = 0.0
@@ -26,14 +41,100 @@ class Histogram:
         self.total += value
         self.n += 1
 
-    def lines(self, name: str, labels: str) -> Iterable[str]:
-        running = 0
-        for bound, count in zip(self.buckets, self.counts):
+    def observe_all(self, values: Iterable[float]) -> None:
+        for value in values:
+            self.observe(value)
+
+    def copy(self) -> Histogram:
+        return Histogram(self.buckets, list(self.counts), self.total, self.n)
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        out, running = [], 0
+        for bound, count in zip((*self.buckets, float("inf")), self.counts):
             running += count
-            yield f'{name}_bucket{{{labels},le="{bound}"}} {running}'
-        yield f'{name}_bucket{{{labels},le="+Inf"}} {self.n}'
-        yield f"{name}_sum{{{labels}}} {self.total:.6f}"
-        yield f"{name}_count{{{labels}}} {self.n}"
+            out.append((floatToGoString(bound), running))
+        return out
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    name: str
+    pid: int | None  # None while the process is not running
+    gpu: int | None
+    restarts: int
+    depths: Mapping[str, int]  # stage -> payloads waiting
+    shm: PoolUsage
+    cuda_allocated: int | None
+
+
+@dataclass(frozen=True)
+class Sample:
+    model: str
+    stage_latency: Mapping[str, Histogram]  # every stage of the plan, in pipeline order
+    request_latency: Histogram
+    outcomes: Mapping[str, int]
+    in_flight: int
+    processes: tuple[ProcessSample, ...]
+
+
+def render(sample: Sample, accept: str | None = None) -> tuple[str, str]:
+    """(exposition, its content type), in the format `accept` (an HTTP Accept header) asks for:
+    Prometheus text by default, OpenMetrics when asked."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(sample))
+    encode, content_type = choose_encoder(accept or "")
+    return encode(registry).decode("utf-8"), content_type
+
+
+class _Collector:
+    def __init__(self, sample: Sample) -> None:
+        self.sample = sample
+
+    def collect(self) -> Iterator:
+        s = self.sample
+        stage = HistogramMetricFamily(M.STAGE_LATENCY, "Time a stage spent on one invocation.",
+                                      labels=["stage"])
+        for name, hist in s.stage_latency.items():
+            stage.add_metric([name], hist.cumulative(), hist.total)
+        yield stage
+        request = HistogramMetricFamily(M.REQUEST_LATENCY, "Submit to last audio chunk.",
+                                        labels=["model"])
+        request.add_metric([s.model], s.request_latency.cumulative(), s.request_latency.total)
+        yield request
+        outcomes = CounterMetricFamily(M.REQUESTS, "Finished requests by outcome.",
+                                       labels=["outcome"])
+        for outcome, n in s.outcomes.items():
+            outcomes.add_metric([outcome], n)
+        yield outcomes
+        yield GaugeMetricFamily(M.REQUESTS_IN_FLIGHT, "Requests submitted, not finished.",
+                                value=s.in_flight)
+        depth = GaugeMetricFamily(M.QUEUE_DEPTH, "Payloads waiting in a stage's inbox.",
+                                  labels=["stage", "process"])
+        rss = GaugeMetricFamily(M.PROCESS_RSS, "Resident memory of a worker process.",
+                                labels=["process"])
+        restarts = CounterMetricFamily(M.PROCESS_RESTARTS, "Restarts of a worker process.",
+                                       labels=["process"])
+        blocks = GaugeMetricFamily(M.SHM_BLOCKS, "Shared-memory blocks a process sends from, by "
+                                   "state (lent: a reader still views it).",
+                                   labels=["process", "state"])
+        size = GaugeMetricFamily(M.SHM_BYTES, "Size of a process's shared-memory blocks.",
+                                 labels=["process"])
+        cuda = GaugeMetricFamily(M.CUDA_ALLOCATED, "torch.cuda.memory_allocated of a worker.",
+                                 labels=["process", "gpu"])
+        for p in s.processes:
+            for name, n in p.depths.items():
+                depth.add_metric([name, p.name], n)
+            if (resident := rss_bytes(p.pid)) is not None:
+                rss.add_metric([p.name], resident)
+            restarts.add_metric([p.name], p.restarts)
+            blocks.add_metric([p.name, "lent"], p.shm.lent)
+            blocks.add_metric([p.name, "free"], p.shm.free)
+            size.add_metric([p.name], p.shm.bytes)
+            if p.cuda_allocated is not None:
+                cuda.add_metric([p.name, str(p.gpu)], p.cuda_allocated)
+        yield from (depth, rss, restarts, blocks, size)
+        if cuda.samples:
+            yield cuda
 
 
 def rss_bytes(pid: int | None) -> int | None:
@@ -45,7 +146,3 @@ def rss_bytes(pid: int | None) -> int | None:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
-
-
-def label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

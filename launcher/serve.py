@@ -15,6 +15,7 @@ import errno
 import signal
 import socket
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -33,15 +34,22 @@ DRAIN_TIMEOUT_S = 30.0
 
 class _Server(uvicorn.Server):
     """uvicorn re-raises a captured SIGTERM/SIGINT after shutting down, which would kill this
-    process before the deployment is closed; here a signal only starts the drain."""
+    process before the deployment is closed; here a signal only starts the drain, a second
+    Ctrl-C ends it at once (in-flight requests get a 503), and a third stops waiting for their
+    connections too."""
+
+    stop_signal: str | None = None
+    abort = False
 
     @contextlib.contextmanager
     def capture_signals(self):
         def handle(sig, frame):
             if self.should_exit and sig == signal.SIGINT:
-                self.force_exit = True  # a second Ctrl-C stops waiting for the drain
+                if self.abort:
+                    self.force_exit = True
+                self.abort = True
             self.should_exit = True
-            self.stop_signal = signal.Signals(sig).name
+            self.stop_signal = self.stop_signal or signal.Signals(sig).name
 
         previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -111,44 +119,53 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
     if deployment.note:
         print(f"note: {deployment.note}", file=err, flush=True)
     app = create_app(deployment, topology_json)
+    # uvicorn's own grace period is only a backstop: the drain below ends first.
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
-                            timeout_graceful_shutdown=drain_timeout)
+                            timeout_graceful_shutdown=drain_timeout + 5.0)
     server = _Server(config)
-    server.stop_signal = None
     code = EXIT_OK
 
-    async def announce() -> None:
+    async def supervise() -> None:
         while not server.started:
             if server.should_exit:
-                return
+                break
             await asyncio.sleep(0.02)
-        bound = sock.getsockname()[1]
-        procs = ", ".join(deployment.worker_pids())
-        print(f"ready: {plan.model} on http://{host}:{bound} "
-              f"({plan.process_count()} processes: {procs}; device {deployment.device}); "
-              "POST /v1/audio/speech; Ctrl-C to stop", file=out, flush=True)
+        else:
+            bound = sock.getsockname()[1]
+            procs = ", ".join(deployment.worker_pids())
+            print(f"ready: {plan.model} on http://{host}:{bound} "
+                  f"({plan.process_count()} processes: {procs}; device {deployment.device}); "
+                  "POST /v1/audio/speech; Ctrl-C to stop", file=out, flush=True)
         while not server.should_exit:
             if deployment.failed.is_set():
                 print(f"error: {deployment.health()['error']}", file=err, flush=True)
                 server.should_exit = True
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)
+        # One drain window: uvicorn takes no new connection; in-flight requests may finish.
+        if server.stop_signal:
+            print(f"{server.stop_signal}: draining {deployment.in_flight} in-flight request(s) "
+                  f"for up to {drain_timeout:g} s, then stopping (Ctrl-C again: stop now)",
+                  file=err, flush=True)
+        deadline = time.monotonic() + drain_timeout
+        while deployment.in_flight and time.monotonic() < deadline and not server.abort:
+            await asyncio.sleep(0.05)
+        # What is still in flight gets a 503 now, and every process stops.
+        await asyncio.to_thread(deployment.close)
 
     async def run() -> None:
-        watcher = asyncio.create_task(announce())
+        watcher = asyncio.create_task(supervise())
         try:
             await server.serve(sockets=[sock])
         finally:
-            watcher.cancel()
+            if not watcher.done():
+                watcher.cancel()
 
     try:
         asyncio.run(run())
     except SystemExit:  # uvicorn exits this way when it cannot bind
         code = EXIT_RUNTIME_FAILED
     finally:
-        if server.stop_signal:
-            print(f"{server.stop_signal}: draining {deployment.in_flight} in-flight request(s), "
-                  "then stopping", file=err, flush=True)
-        deployment.close(drain_timeout=drain_timeout)
+        deployment.close()  # returns once the watcher's close (if any) is done
         sock.close()
     if deployment.failed.is_set() or not server.started:
         code = EXIT_RUNTIME_FAILED

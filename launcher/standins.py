@@ -387,3 +387,29 @@ class Vocoder:
 
 def vocoder(*, size: str = "base", seed: int = 0, device: str = "cpu") -> Vocoder:
     return Vocoder(_size(size), seed, device)
+
+
+class NullStage:
+    """A stage that does no work: the launcher's own overhead, measured with nothing else in it.
+
+    `source` (an entry stage) hands on `payload_bytes` of a tensor made once at build time,
+    `relay` hands its input on unchanged, `sink` (a terminal stage) returns the first samples as
+    its 'audio' and drops the rest, so only the handoffs between stages move the payload.
+    """
+
+    def __init__(self, role: str, payload_bytes: int) -> None:
+        if role not in ("source", "relay", "sink"):
+            raise ValueError(f"null stage role must be source, relay or sink, not {role!r}")
+        self.role = role
+        self.payload = torch.rand(max(1, payload_bytes // 4), dtype=torch.float32)
+
+    def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        if self.role == "source":
+            return {"data": self.payload, "text": None, "voice": None}
+        if self.role == "sink":
+            return {"audio": payload["data"][:256].clone(), "data": None}
+        return {}
+
+
+def null_stage(*, role: str = "relay", payload_bytes: int = 1024) -> NullStage:
+    return NullStage(role, payload_bytes)

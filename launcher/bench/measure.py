@@ -3,40 +3,31 @@ from the launcher's metrics, and the ideal throughput bound that profile implies
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
-STAGE_METRIC = "stage_planner_stage_latency_seconds"
-REQUESTS_METRIC = "stage_planner_requests_total"
-CUDA_METRIC = "stage_planner_cuda_allocated_bytes"
+from launcher import metric_names
+
+STAGE_METRIC = metric_names.STAGE_LATENCY
+REQUESTS_METRIC = metric_names.total(metric_names.REQUESTS)
+CUDA_METRIC = metric_names.CUDA_ALLOCATED
 # Workers report stage timings every 0.5 s (launcher.worker.STATS_INTERVAL_S); waiting a little
 # longer than that between scrapes lets the last batch arrive.
 FLUSH_WAIT_S = 0.6
-_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)$")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def parse_metrics(text: str) -> Series:
-    """Prometheus text exposition -> {(name, labels): value}; comments and junk are skipped."""
-    out: Series = {}
-    for line in text.splitlines():
-        m = _LINE.match(line.strip())
-        if not m or line.startswith("#"):
-            continue
-        try:
-            value = float(m["value"])
-        except ValueError:
-            continue
-        labels = frozenset(_LABEL.findall(m["labels"] or ""))
-        out[(m["name"], labels)] = value
-    return out
+    """Prometheus text exposition -> {(sample name, labels): value}, with prometheus_client's
+    parser."""
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def _by_label(series: Series, name: str, key: str) -> dict[str, float]:

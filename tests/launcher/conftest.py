@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
@@ -9,7 +10,7 @@ import time
 
 import pytest
 
-from launcher import ipc
+from launcher import ipc, local
 from launcher.deployment import SHM_PREFIX
 
 TINY = {"size": "tiny"}
@@ -53,6 +54,16 @@ def _infrastructure() -> set[int]:
 def leftovers() -> tuple[set[int], list[str]]:
     procs = descendants(os.getpid()) - _infrastructure()
     return procs, ipc.segments(SHM_PREFIX)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_fork_server():
+    """Start multiprocessing's fork server (torch preloaded) and resource tracker once for the
+    session. A deployment stops only the helpers it started itself, so the tests then share
+    these instead of paying for a fresh fork server each."""
+    multiprocessing.get_context("forkserver").set_forkserver_preload(local.PRELOAD)
+    multiprocessing.forkserver.ensure_running()
+    yield
 
 
 @pytest.fixture(autouse=True)

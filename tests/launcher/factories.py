@@ -65,3 +65,20 @@ def hoarding_vocoder(*, size: str = "base"):
         return inner(payload)
 
     return run
+
+
+def tracked_generator(*, log: str, delay: float = 0.05, size: str = "base", **kwargs):
+    """The paced stand-in generator, logging each chunk it yields and when it is closed."""
+    inner = paced_generator(delay=delay, size=size, **kwargs)
+
+    def run(payload):
+        try:
+            for chunk in inner(payload):
+                with open(log, "a") as f:
+                    f.write(f"chunk {time.time()}\n")
+                yield chunk
+        finally:
+            with open(log, "a") as f:
+                f.write(f"closed {time.time()}\n")
+
+    return run

@@ -12,7 +12,15 @@ import time
 import pytest
 import torch
 
-from launcher import LaunchError, StageFailed, Unavailable, WorkerDied, launch, standins
+from launcher import (
+    LaunchError,
+    RequestTimeout,
+    StageFailed,
+    Unavailable,
+    WorkerDied,
+    launch,
+    standins,
+)
 from launcher.audio import SAMPLE_RATE
 
 from . import plans
@@ -169,7 +177,8 @@ def test_health_and_metrics_describe_the_running_processes():
         assert 'stage_planner_stage_latency_seconds_count{stage="tts_engine"} 2' in text
         assert 'stage_planner_requests_total{outcome="ok"} 2' in text
         assert 'stage_planner_process_rss_bytes{process="vocoder"}' in text
-        assert 'stage_planner_stage_queue_depth{stage="vocoder",process="vocoder"} 0' in text
+        # prometheus_client writes labels in name order
+        assert 'stage_planner_stage_queue_depth{process="vocoder",stage="vocoder"} 0' in text
 
 
 def shm_blocks(d, process):
@@ -187,8 +196,11 @@ def wait_for(condition, timeout=10.0):
     return value
 
 
+# The tiny stand-ins' payloads are small enough to travel inside their messages; these tests
+# send them through shared memory instead (inline_bytes=0), which is what large payloads take.
 def test_shared_blocks_are_given_back_and_reused_across_requests():
-    with launch(plans.qwen3("vocoder"), device=DEVICE, factory_defaults=TINY) as d:
+    with launch(plans.qwen3("vocoder"), device=DEVICE, factory_defaults=TINY,
+                inline_bytes=0) as d:
         expected = d.synthesize(TEXT, timeout=30)
         for _ in range(2):
             d.synthesize(TEXT, timeout=30)
@@ -203,7 +215,7 @@ def test_shared_blocks_are_given_back_and_reused_across_requests():
 
 def test_blocks_a_dead_reader_held_are_given_back_to_their_owner():
     plan = plans.qwen3("vocoder", vocoder_factory=F + "hoarding_vocoder")
-    with launch(plan, device=DEVICE, factory_defaults=TINY) as d:
+    with launch(plan, device=DEVICE, factory_defaults=TINY, inline_bytes=0) as d:
         d.synthesize(TEXT, timeout=30)
         d.synthesize(TEXT, timeout=30)
         time.sleep(0.6)  # one stats interval
@@ -245,3 +257,38 @@ def test_a_killed_tensor_parallel_rank_restarts_all_ranks_of_its_stage():
         assert after["tts_frontend"] == before["tts_frontend"]
         assert not pid_alive(before["pipeline_tp0"])
         assert torch.equal(d.synthesize(TEXT, timeout=30).samples, expected.samples)
+
+
+LONG = "A long request that nobody waits for any more. " * 80  # ~4,000 characters
+
+
+@pytest.mark.parametrize("how", ["stream closed", "result timed out"])
+@pytest.mark.parametrize("split", [None, "vocoder"], ids=["one-process", "split"])
+def test_an_abandoned_request_frees_its_generator_within_one_chunk(tmp_path, how, split):
+    log = tmp_path / "generator"
+    delay = 0.05
+    plan = plans.qwen3(split, generator_factory=F + "tracked_generator",
+                       generator_args=(("delay", delay), ("log", str(log))))
+    with launch(plan, device=DEVICE, factory_defaults=TINY) as d:
+        if how == "stream closed":
+            request = d.submit(LONG, stream=True)
+            next(request.chunks(timeout=30))
+            request.cancel()
+        else:
+            request = d.submit(LONG)
+            wait_for(lambda: log.exists() and "chunk" in log.read_text(), timeout=30)
+            with pytest.raises(RequestTimeout):
+                request.result(timeout=0.01)  # the caller stops waiting while audio is made
+        abandoned = time.time()
+        deadline = time.monotonic() + 5
+        while "closed" not in (text := log.read_text()):
+            assert time.monotonic() < deadline, "the generator was not closed"
+            time.sleep(0.01)
+        late = [float(t) for kind, t in (line.split() for line in text.splitlines())
+                if kind == "chunk" and float(t) > abandoned]
+        assert len(late) <= 1  # the chunk in progress at most
+        # The next request does not wait behind the abandoned one.
+        started = time.monotonic()
+        d.synthesize("Short.", timeout=30)
+        assert time.monotonic() - started < 2.0
+        assert 'stage_planner_requests_total{outcome="cancelled"} 1' in d.metrics_text()

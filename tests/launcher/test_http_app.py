@@ -166,3 +166,47 @@ def test_a_client_disconnect_is_one_log_line_and_cancels_its_request(case, caplo
     assert len(lines) == 1, [r.getMessage() for r in lines]
     assert lines[0].exc_info is None and "\n" not in lines[0].getMessage()
     assert lines[0].getMessage().startswith(f"client disconnected during POST {SPEECH}")
+
+
+class WaitingHandle(FakeHandle):
+    """A non-streamed request whose audio never comes; cancelling it ends the wait."""
+
+    def result(self, timeout=None):
+        import time
+
+        while not self.cancelled:
+            time.sleep(0.005)
+        raise Unavailable("cancelled by the client")
+
+
+def test_a_client_that_leaves_while_waiting_for_a_whole_response_cancels_it(caplog):
+    d = FakeDeployment()
+    d.submit = lambda text, voice=None, stream=False: d.handles.append(WaitingHandle()) or \
+        d.handles[-1]
+    app = create_app(d, {})
+    sent: list[dict] = []
+
+    async def main():
+        messages = [{"type": "http.request", "body": json.dumps({"input": "hello"}).encode()}]
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await asyncio.sleep(0.05)  # the client gives up while the audio is being made
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
+                 "http_version": "1.1", "method": "POST", "scheme": "http", "path": SPEECH,
+                 "raw_path": SPEECH.encode(), "query_string": b"", "root_path": "",
+                 "headers": [(b"content-type", b"application/json")],
+                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}
+        await asyncio.wait_for(app(scope, receive, send), 10)
+
+    caplog.set_level(logging.INFO)
+    asyncio.run(main())
+    assert d.handles[0].cancelled and sent == []
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(lines) == 1 and lines[0].startswith(f"client disconnected during POST {SPEECH}")

@@ -172,3 +172,51 @@ def test_release_from_a_finalizer_on_another_thread_reaches_the_callback():
         wait_until(lambda: calls)
         assert calls == [(packed.segment, packed.lease, True)]
         receiver.close()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool,
+                                   torch.complex64])
+def test_small_payloads_travel_inline_exactly_and_need_no_block(dtype):
+    with ipc.SegmentPool(PREFIX, "sender", inline_bytes=1 << 16) as pool:
+        data = {"a": (torch.randn(3, 5) * 100).to(dtype), "strided": torch.arange(20).reshape(
+            4, 5).T.to(dtype), "scalar": torch.tensor(7).to(dtype),
+            "empty": torch.empty(0, 2, dtype=dtype), "text": "hi"}
+        packed = pool.pack(data, "dest")
+        assert packed.segment is None and packed.inline is not None and not pool.names()
+        out = ipc.Receiver(lambda *_: pytest.fail("an inline payload has no lease")).unpack(
+            packed)
+        for key in ("a", "strided", "scalar", "empty"):
+            assert out[key].dtype == dtype and torch.equal(out[key], data[key])
+        assert out["text"] == "hi"
+        big = pool.pack({"t": torch.zeros(1 << 15)}, "dest")  # 128 KiB: over the limit
+        assert big.segment is not None and big.inline is None
+
+
+def test_an_owner_reclaims_what_it_lent_to_a_reader_that_died(pool):
+    dead = pool.pack({"t": torch.ones(100)}, "vocoder:111")
+    alive = pool.pack({"t": torch.ones(100)}, "vocoder:222")
+    assert pool.reclaim("vocoder:111") == 1
+    assert pool.lent() == {alive.segment: "vocoder:222"}
+    assert not pool.release(dead.segment, dead.lease)  # a late give-back of it changes nothing
+    again = pool.pack({"t": torch.ones(100)}, "vocoder:222")
+    assert again.segment == dead.segment  # reused
+
+
+def test_a_later_start_sweeps_blocks_whose_owner_process_is_dead():
+    dead_pid = _a_dead_pid()
+    orphan = f"{PREFIX}vocoder.{dead_pid}.0"
+    with open(os.path.join(ipc.SHM_DIR, orphan), "wb") as f:
+        f.write(b"x")
+    with ipc.SegmentPool(PREFIX, "alive") as pool:
+        pool.pack({"t": torch.ones(3)}, "d")
+        assert ipc.sweep_orphans(PREFIX) == 1
+        assert ipc.segments(PREFIX) == pool.names()  # the live owner's block stays
+
+
+def _a_dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid

@@ -1,0 +1,249 @@
+"""Launcher overhead: a null pipeline in one process against the same pipeline split in three.
+
+The pipeline is three stages that do no work and only hand a tensor on (`source -> relay ->
+sink`, `launcher.standins:null_stage`), planned with `planner.solve` and run through
+`launcher.launch(plan)`, as a user would. "one" runs the three stages in one process; "split"
+isolates `relay` and `sink`, so every request crosses two process boundaries (plus the result's
+way back to the caller, which both placements pay). Measured in one run, on one machine:
+
+- C=1 latency: median time of one `synthesize` call with a 1 KiB payload, one request at a time;
+- C=16 throughput: 16 threads calling `synthesize` in a closed loop, requests per second;
+- 64 MiB crossing: (median split latency - median one-process latency) / 2 crossings with a
+  64 MiB payload, against a plain `copy_` of 64 MiB (the least a crossing can cost: the bytes
+  move once, into shared memory, and the reader views them in place).
+
+Goals (issue 8): latency split/one <= 1.5, throughput split/one >= 0.8, crossing <= 1.5x copy.
+Prints the numbers and ratios; no pass/fail.
+
+    python benchmarks/launcher_overhead.py            # full run (about a minute)
+    python benchmarks/launcher_overhead.py --quick    # smoke run (about 10 s)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import threading
+import time
+from datetime import date
+
+import torch
+
+import launcher
+import planner
+
+KIB, MIB = 1 << 10, 1 << 20
+BIG = 64 * MIB
+CONCURRENCY = 16
+GOALS = {"latency": 1.5, "throughput": 0.8, "crossing": 1.5}
+FACTORY = "launcher.standins:null_stage"
+
+
+def null_pipeline(payload_bytes: int) -> dict:
+    def stage(name: str, nxt: str | None, role: str) -> dict:
+        s = {"name": name, "process": "pipeline", "factory": FACTORY,
+             "args": {"role": role, "payload_bytes": payload_bytes}}
+        return {**s, "next": nxt} if nxt else {**s, "terminal": True}
+
+    return {"name": "null-pipeline",
+            "stages": [stage("source", "relay", "source"), stage("relay", "sink", "relay"),
+                       stage("sink", None, "sink")],
+            "process_safe_edges": [["source", "relay"], ["relay", "sink"]]}
+
+
+PLACEMENTS = {"one": [], "split": ["relay", "sink"]}
+
+
+def plan_for(placement: str, payload_bytes: int) -> planner.Plan:
+    result = planner.solve(config=null_pipeline(payload_bytes),
+                           isolate_stages=PLACEMENTS[placement])
+    assert result.ok, result.diagnostics
+    return result.plan
+
+
+def latencies(deployment: launcher.Deployment, n: int, warmup: int) -> list[float]:
+    out = []
+    for i in range(warmup + n):
+        t = time.perf_counter()
+        deployment.synthesize("x", timeout=60)
+        if i >= warmup:
+            out.append(time.perf_counter() - t)
+    return out
+
+
+def throughput(deployment: launcher.Deployment, clients: int, seconds: float) -> float:
+    done = [0] * clients
+    start = threading.Barrier(clients + 1)
+    stop = threading.Event()
+
+    def client(i: int) -> None:
+        start.wait()
+        while not stop.is_set():
+            deployment.synthesize("x", timeout=60)
+            done[i] += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    start.wait()
+    time.sleep(min(0.5, seconds / 4))  # ramp-up, not counted
+    before, t0 = sum(done), time.perf_counter()
+    time.sleep(seconds)
+    after, t1 = sum(done), time.perf_counter()
+    stop.set()
+    for t in threads:
+        t.join()
+    return (after - before) / (t1 - t0)
+
+
+def _echo(conn) -> None:
+    while (data := conn.recv_bytes()) != b"stop":
+        conn.send_bytes(data)
+
+
+def pipe_round_trips(repeat: int) -> dict[str, float]:
+    """The floor under a crossing on this machine: a 1-byte pipe round trip to another process,
+    back to back, and after the receiver slept 0.5 ms (as a pipeline stage at C=1 has)."""
+    ctx = mp.get_context("spawn")
+    here, there = ctx.Pipe()
+    child = ctx.Process(target=_echo, args=(there,), daemon=True)
+    child.start()
+    out = {}
+    try:
+        for name, gap in (("back_to_back_s", 0.0), ("after_idle_s", 0.0005)):
+            times = []
+            for _ in range(repeat):
+                if gap:
+                    time.sleep(gap)
+                t = time.perf_counter()
+                here.send_bytes(b"x")
+                here.recv_bytes()
+                times.append(time.perf_counter() - t)
+            out[name] = statistics.median(times)
+    finally:
+        here.send_bytes(b"stop")
+        child.join(5)
+    return out
+
+
+def memcpy(nbytes: int, repeat: int) -> list[float]:
+    src = torch.rand(nbytes // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        dst.copy_(src)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """Both placements run side by side and are measured in turn, round after round, so that a
+    machine busy with something else now and then disturbs both alike; medians of the rounds."""
+    n_small, n_big = (40, 5) if args.quick else (300, 20)
+    seconds = 0.5 if args.quick else 3.0
+    rounds = 1 if args.quick else args.rounds
+    per: dict[str, dict[str, list[float]]] = {p: {"latency_s": [], "throughput_rps": [],
+                                                  "big_latency_s": []} for p in PLACEMENTS}
+    with contextlib.ExitStack() as stack:
+        small = {p: stack.enter_context(launcher.launch(plan_for(p, KIB), device="cpu"))
+                 for p in PLACEMENTS}
+        for _ in range(rounds):
+            for p, d in small.items():
+                per[p]["latency_s"].append(statistics.median(latencies(d, n_small, warmup=20)))
+            for p, d in small.items():
+                per[p]["throughput_rps"].append(throughput(d, CONCURRENCY, seconds))
+    with contextlib.ExitStack() as stack:
+        big = {p: stack.enter_context(launcher.launch(plan_for(p, BIG), device="cpu"))
+               for p in PLACEMENTS}
+        for _ in range(rounds):
+            for p, d in big.items():
+                per[p]["big_latency_s"].append(statistics.median(latencies(d, n_big, warmup=3)))
+    out: dict = {p: {k: statistics.median(v) for k, v in m.items()} for p, m in per.items()}
+    out["rounds"] = per
+    copy = statistics.median(memcpy(BIG, 10 if args.quick else 50))
+    crossings = [(b - a) / 2 for a, b in zip(per["one"]["big_latency_s"],
+                                             per["split"]["big_latency_s"])]
+    out["memcpy_64mib_s"] = copy
+    out["pipe_round_trip"] = pipe_round_trips(50 if args.quick else 500)
+    out["crossing_64mib_s"] = statistics.median(crossings)
+    out["ratios"] = {
+        "latency": out["split"]["latency_s"] / out["one"]["latency_s"],
+        "throughput": out["split"]["throughput_rps"] / out["one"]["throughput_rps"],
+        "crossing": out["crossing_64mib_s"] / copy,
+    }
+    out["ratio_ranges"] = {
+        "latency": _range(per["split"]["latency_s"], per["one"]["latency_s"]),
+        "throughput": _range(per["split"]["throughput_rps"], per["one"]["throughput_rps"]),
+        "crossing": [min(crossings) / copy, max(crossings) / copy],
+    }
+    return out
+
+
+def _range(a: list[float], b: list[float]) -> list[float]:
+    ratios = [x / y for x, y in zip(a, b)]
+    return [min(ratios), max(ratios)]
+
+
+def report(r: dict, quick: bool) -> str:
+    one, split, ratio, spread = r["one"], r["split"], r["ratios"], r["ratio_ranges"]
+
+    def verdict(key: str, sign: str) -> str:
+        ok = ratio[key] <= GOALS[key] if sign == "<=" else ratio[key] >= GOALS[key]
+        low, high = spread[key]
+        return (f"x{ratio[key]:5.2f} (rounds x{low:.2f}-x{high:.2f})  goal {sign} "
+                f"{GOALS[key]:g} {'ok' if ok else 'MISSED'}")
+
+    rounds = len(r["rounds"]["one"]["latency_s"])
+    return "\n".join([
+        f"launcher overhead, {date.today()}, {cpu_model()}, {os.cpu_count()} cores, "
+        f"torch {torch.__version__}; medians of {rounds} round(s){' (quick)' if quick else ''}",
+        "null pipeline source -> relay -> sink; one: 1 process; split: 3 processes "
+        "(2 crossings per request)",
+        f"  {'':28s} {'one':>11s} {'split':>11s}   split/one",
+        f"  {'C=1 latency, 1 KiB':28s} {one['latency_s'] * 1e3:8.2f} ms "
+        f"{split['latency_s'] * 1e3:8.2f} ms   {verdict('latency', '<=')}",
+        f"  {f'C={CONCURRENCY} throughput, 1 KiB':28s} {one['throughput_rps']:5.0f} req/s "
+        f"{split['throughput_rps']:5.0f} req/s   {verdict('throughput', '>=')}",
+        f"  {'C=1 latency, 64 MiB':28s} {one['big_latency_s'] * 1e3:8.2f} ms "
+        f"{split['big_latency_s'] * 1e3:8.2f} ms",
+        f"  64 MiB crossing {r['crossing_64mib_s'] * 1e3:.2f} ms, plain copy_ "
+        f"{r['memcpy_64mib_s'] * 1e3:.2f} ms: {verdict('crossing', '<=')}",
+        f"  floor: a pipe round trip to another process takes "
+        f"{r['pipe_round_trip']['back_to_back_s'] * 1e6:.0f} us back to back, "
+        f"{r['pipe_round_trip']['after_idle_s'] * 1e6:.0f} us after the receiver slept 0.5 ms",
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per measurement (5)")
+    parser.add_argument("--json", action="store_true", help="print the raw numbers as JSON too")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # as in a worker process
+    result = measure(args)
+    print(report(result, args.quick))
+    if args.json:
+        print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""Every message that crosses a process boundary, one frozen dataclass each, matched with `match`.
+
+Three directions, three unions:
+
+- `ToWorker`: supervisor -> worker (control plane: a new request, a lease it read, a cancellation,
+  a peer's death, stop).
+- `ToPeer`: worker -> worker (data plane: a stage's output for a stage in another process, and
+  the lease given back to its owner once the reader dropped the last view of it).
+- `FromWorker`: worker -> supervisor (lifecycle, terminal results and stage errors, and the
+  bookkeeping that lets the supervisor fail exactly the requests a dead process held).
+
+Who holds a request (the supervisor's request table):
+- `submit` records the entry processes before it sends the first `Deliver`;
+- a worker that hands a request to a stage in another process sends `HandedOver` (naming the
+  receiver's pid) once the `Deliver` is on its way, and never after its own `Released` (both go
+  in one frame on one pipe), so the sender holds the request until the receiver is on record;
+- a worker sends `Released` once every stage of its own has emitted its final output for it.
+A request held by a process that dies is failed with 503. A `HandedOver` that arrives after its
+receiver died names a dead pid and fails its request then. So no request is lost between two
+processes, and none is failed for a death that did not touch it. Bookkeeping (`BOOKKEEPING`) only
+serves to judge deaths, so a backend may deliver it late, as long as it never delivers it after
+the `Exited` of a process it was sent before; a `Cancel` therefore goes to every process.
+
+Tensors never travel in these messages as tensors: `ipc.Packed` carries them by reference to a
+shared block or, when small, as raw bytes. On the wire a frame is `encode`d with plain pickle
+(no file descriptor or connection ever travels, so multiprocessing's reducers are not needed, and
+plain pickle is twice as fast); a worker's frame to the supervisor is a tuple of messages, sent
+together (a terminal `Result` with the `Released` that follows it, say).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .ipc import Packed, PoolUsage
+
+# -- to a worker (from the supervisor; Deliver and Free also from a peer) ------------------------
+
+
+@dataclass(frozen=True)
+class Deliver:
+    """A payload for stage `target`: from the client (`source` is CLIENT) or from stage `source`.
+
+    `chunk` is the index in a chunk stream (None for a whole payload); `last` marks the final
+    message from `source` for this request."""
+
+    target: str
+    request_id: int
+    source: str
+    chunk: int | None
+    last: bool
+    packed: Packed
+
+
+@dataclass(frozen=True)
+class Free:
+    """Lease `lease` of block `segment` is given back: its reader dropped the last view of it."""
+
+    segment: str
+    lease: int
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Drop request `request_id` at its next chunk or stage boundary (failed, or client gone)."""
+
+    request_id: int
+
+
+@dataclass(frozen=True)
+class PeerGone:
+    """Process `process` (incarnation `pid`) died: reclaim what was lent to it, unmap its blocks."""
+
+    process: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Exit now: unlink this process's blocks first."""
+
+
+# -- between workers (link handshake) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hello:
+    """First message each way on a new worker-to-worker link: who is at the other end (and,
+    from the side that connects, which of the other side's stages the link is for)."""
+
+    process: str
+    pid: int
+    stage: str | None = None
+
+
+# -- from a worker -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    """The worker's own code runs (multiprocessing's bootstrap is over)."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class Building:
+    """Now building `what` (a stage, or "torch.distributed")."""
+
+    what: str
+
+
+@dataclass(frozen=True)
+class BuildError:
+    stage: str
+    summary: str  # one line: "RuntimeError: weights not found"
+    traceback: str
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Every stage is built and the worker accepts payloads."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """Output of terminal stage `stage` for the client."""
+
+    request_id: int
+    stage: str
+    chunk: int | None
+    last: bool
+    packed: Packed
+
+
+@dataclass(frozen=True)
+class StageError:
+    """Stage `stage` failed request `request_id`; the process is fine."""
+
+    request_id: int
+    stage: str
+    message: str
+
+
+@dataclass(frozen=True)
+class HandedOver:
+    """Request `request_id` was handed to `process` (pid `pid`)."""
+
+    request_id: int
+    process: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class Released:
+    """Every stage of this process is done with request `request_id`."""
+
+    request_id: int
+
+
+@dataclass(frozen=True)
+class Undeliverable:
+    """Stage `source` could not hand request `request_id` to process `process` (not listening:
+    restarting, or just died)."""
+
+    request_id: int
+    source: str
+    process: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Sent every `STATS_INTERVAL_S`: stage timings since the last report and current gauges."""
+
+    latencies: Mapping[str, tuple[float, ...]]
+    depths: Mapping[str, int]  # payloads waiting per stage inbox
+    cuda_allocated: int | None
+    shm: PoolUsage  # this process's shared-memory pool
+
+
+ToWorker = Deliver | Free | Cancel | PeerGone | Stop
+# What the supervisor needs only to judge a death, not to answer anyone: a backend may hand it
+# over late, but never after the `Exited` of any process it was sent before.
+BOOKKEEPING = (HandedOver, Released, Stats)
+ToPeer = Hello | Deliver | Free
+FromWorker = (Started | Building | BuildError | Ready | Result | StageError | HandedOver | Released
+              | Undeliverable | Stats)
+
+MESSAGES: tuple[type, ...] = (
+    Deliver, Free, Cancel, PeerGone, Stop, Hello, Started, Building, BuildError, Ready, Result,
+    StageError, HandedOver, Released, Undeliverable, Stats,
+)
+
+
+
+def encode(frame: object) -> bytes:
+    return pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode(data: bytes) -> object:
+    return pickle.loads(data)
+
+
+class FrameReader:
+    """Frames as `multiprocessing.connection.Connection.send_bytes` writes them (a 4-byte
+    big-endian length, or -1 and an 8-byte one, then the bytes), read from a file descriptor with
+    one system call for whatever has arrived: under load, several frames per call. Use it after a
+    selector said the descriptor is readable, and never mix it with the connection's own recv."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buf = bytearray()
+
+    def read(self) -> list[bytes]:
+        """The frames complete so far (maybe none); raises EOFError at end of file."""
+        chunk = os.read(self.fd, 1 << 18)
+        if not chunk:
+            raise EOFError
+        self._buf += chunk
+        out, pos, buf = [], 0, self._buf
+        while len(buf) - pos >= 4:
+            (size,), head = struct.unpack_from("!i", buf, pos), 4
+            if size == -1:
+                if len(buf) - pos < 12:
+                    break
+                (size,), head = struct.unpack_from("!Q", buf, pos + 4), 12
+            if len(buf) - pos < head + size:
+                break
+            out.append(bytes(buf[pos + head:pos + head + size]))
+            pos += head + size
+        del buf[:pos]
+        return out

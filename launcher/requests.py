@@ -1,0 +1,148 @@
+"""Requests in flight: the caller's handle, and the supervisor's table of who holds each one.
+
+`RequestTable` is pure bookkeeping (no processes, no I/O): which processes hold a request (so a
+death fails exactly those), how requests ended, how long they took. See `protocol` for the
+messages that drive it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from .audio import SAMPLE_RATE, Audio
+from .errors import RequestFailed, RequestTimeout
+
+OUTCOMES = ("ok", "error", "cancelled")
+
+
+class SpeechRequest:
+    """Handle of one submitted request. Iterate `chunks()` to stream, or call `result()`.
+
+    A request whose caller stops waiting (a timeout here, or `cancel()`) is cancelled in every
+    process that holds it, at its next chunk or stage boundary."""
+
+    def __init__(self, request_id: int, stream: bool,
+                 cancel: Callable[[int, RequestFailed, str], None]) -> None:
+        self.id = request_id
+        self.stream = stream
+        self.sample_rate = SAMPLE_RATE
+        self.done = False
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._cancel = cancel
+
+    def chunks(self, timeout: float | None = None) -> Iterator[torch.Tensor]:
+        """Audio chunks (float32, mono) in order, each as soon as the terminal stage produced it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                kind, value = self._events.get(timeout=wait)
+            except queue.Empty:
+                error = RequestTimeout(f"request {self.id}: no audio within {timeout} s")
+                self._cancel(self.id, error, "cancelled")
+                raise error from None
+            if kind == "chunk":
+                yield value
+            elif kind == "end":
+                return
+            else:
+                raise value
+
+    def result(self, timeout: float | None = None) -> Audio:
+        parts = list(self.chunks(timeout))
+        return Audio(torch.cat(parts) if parts else torch.zeros(0), self.sample_rate)
+
+    def cancel(self) -> None:
+        """Stop the request: its caller will not read the rest."""
+        self._cancel(self.id, RequestFailed("cancelled by the client"), "cancelled")
+
+    # -- fed by the supervisor -------------------------------------------------------------------
+    def _chunk(self, samples: torch.Tensor) -> None:
+        self._events.put(("chunk", samples))
+
+    def _end(self) -> None:
+        self.done = True
+        self._events.put(("end", None))
+
+    def _fail(self, error: RequestFailed) -> None:
+        self.done = True
+        self._events.put(("error", error))
+
+
+@dataclass
+class _Entry:
+    handle: SpeechRequest
+    started: float
+    holders: set[str] = field(default_factory=set)
+    released: set[str] = field(default_factory=set)  # processes done with it: never again holders
+
+
+@dataclass(frozen=True)
+class Closed:
+    handle: SpeechRequest
+    holders: frozenset[str]
+    seconds: float
+
+
+class RequestTable:
+    """Thread-safe: client threads open and cancel, the supervisor's thread does the rest."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[int, _Entry] = {}
+        self.outcomes = dict.fromkeys(OUTCOMES, 0)
+
+    def open(self, handle: SpeechRequest, holders: Iterable[str]) -> None:
+        with self._lock:
+            self._entries[handle.id] = _Entry(handle, self._clock(), set(holders))
+
+    def get(self, request_id: int) -> SpeechRequest | None:
+        entry = self._entries.get(request_id)
+        return entry.handle if entry is not None else None
+
+    def handed(self, request_id: int, process: str) -> bool:
+        """`process` now holds the request (unless it already released it); False when the
+        request is no longer in flight."""
+        with self._lock:
+            entry = self._entries.get(request_id)
+            if entry is None:
+                return False
+            if process not in entry.released:
+                entry.holders.add(process)
+            return True
+
+    def released(self, request_id: int, process: str) -> None:
+        with self._lock:
+            entry = self._entries.get(request_id)
+            if entry is not None:
+                entry.holders.discard(process)
+                entry.released.add(process)
+
+    def held_by(self, processes: Iterable[str]) -> list[int]:
+        """Requests any of `processes` holds, oldest first."""
+        wanted = set(processes)
+        with self._lock:
+            return [rid for rid, e in self._entries.items() if e.holders & wanted]
+
+    def close(self, request_id: int, outcome: str) -> Closed | None:
+        """Take the request out of flight, counted under `outcome`; None if it already was."""
+        with self._lock:
+            entry = self._entries.pop(request_id, None)
+            if entry is None:
+                return None
+            self.outcomes[outcome] += 1
+        return Closed(entry.handle, frozenset(entry.holders), self._clock() - entry.started)
+
+    def pending(self) -> list[int]:
+        with self._lock:
+            return list(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)

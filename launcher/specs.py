@@ -1,0 +1,55 @@
+"""What one worker process is told to be: its stages, device, memory fraction and peers.
+
+Built by `layout` from a `Plan` in the supervisor, handed to the backend, read by the worker.
+Plain frozen values: picklable, and never re-decided downstream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CLIENT = "__client__"  # the source name of a request's initial payload
+PARENT = "__parent__"  # the destination name of a terminal stage's output (the supervisor)
+
+
+@dataclass(frozen=True)
+class Successor:
+    stage: str
+    streaming: bool  # a `stream_to` edge: chunks are handed on one by one
+    process: str  # the process hosting `stage` (rank 0 for a tensor-parallel stage)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    factory: str
+    kwargs: tuple[tuple[str, Any], ...]  # from the config: always passed
+    defaults: tuple[tuple[str, Any], ...]  # from the launcher: passed when the signature takes them
+    predecessors: tuple[str, ...]  # (CLIENT,) for an entry stage
+    successors: tuple[Successor, ...]
+    device: str
+    remote_inputs: bool = False  # some predecessor runs in another process
+
+
+@dataclass(frozen=True)
+class TpSpec:
+    rank: int
+    world_size: int
+    init_method: str
+    backend: str
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    name: str
+    stages: tuple[StageSpec, ...]  # pipeline order
+    gpu: int | None  # cuda device index when running on CUDA, else None
+    memory_fraction: float | None  # sum of the process's stage fractions on `gpu`
+    shm_prefix: str
+    inline_bytes: int = 0  # payloads up to this size travel in the message, not in a block
+    tp: TpSpec | None = None
+
+    def describe(self, pid: int | None) -> str:
+        stages = ", ".join(s.name for s in self.stages)
+        return f"process '{self.name}' (pid {pid}, stages: {stages})"
