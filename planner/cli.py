@@ -170,11 +170,14 @@ def _add_tune_parser(sub) -> None:
 def _add_bench_parser(sub) -> None:
     p = sub.add_parser(
         "bench", help="compare placements of one model under the same HTTP load",
-        description="Serve each placement in turn, drive the same closed-loop HTTP load against "
-                    "it at each concurrency level, and compare throughput, latency, processes "
-                    "and memory, with ratios against the declared topology measured in the same "
-                    "run. Without --placement: the declared topology and each single feasible "
-                    "isolation. Writes results.json, results.md and PNG charts to --output.")
+        description="Serve each placement in turn, drive the same HTTP load against it at each "
+                    "load level (closed loop: C concurrent clients; open loop: seeded arrivals at "
+                    "a rate), and compare throughput, goodput, latency, time to first audio, "
+                    "real-time factor, processes and memory, with ratios against the declared "
+                    "topology measured in the same run. Without --placement: the declared "
+                    "topology and each single feasible isolation. Writes results.json, "
+                    "results.md and PNG charts to --output. Exit 1 when every request of a "
+                    "placement at some load failed.")
     _add_model_args(p, positional=True)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--placement", action="append", default=[], metavar="NAME='FLAGS'",
@@ -186,22 +189,40 @@ def _add_bench_parser(sub) -> None:
                    help="with --all-feasible: at most N placements, the declared one included")
     amount = p.add_mutually_exclusive_group()
     amount.add_argument("--requests", type=int, metavar="N",
-                        help="measured requests per placement and concurrency (default 96)")
+                        help="measured requests per placement and load (default 96)")
     amount.add_argument("--duration", type=float, metavar="S",
-                        help="measure for S seconds per placement and concurrency instead")
-    p.add_argument("--concurrency", type=int, action="append", metavar="C",
-                   help="concurrent closed-loop clients (repeatable; default 1)")
+                        help="measure for S seconds per placement and load instead (open loop: "
+                             "the R x S requests that rate offers in S seconds)")
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int, action="append", metavar="C",
+                      help="closed loop: C concurrent clients, each sending its next request "
+                           "when its last one ended (repeatable; default 1)")
+    load.add_argument("--rate", type=float, action="append", metavar="R",
+                      help="open loop: R requests per second arriving whatever the server does "
+                           "(repeatable, for a sweep across the saturation point)")
+    p.add_argument("--arrivals", choices=("poisson", "gamma", "constant"),
+                   help="with --rate: gaps between arrivals (default poisson; seeded by --seed)")
+    p.add_argument("--burstiness", type=float, metavar="B",
+                   help="with --arrivals gamma: the gamma shape; 1 is Poisson, below 1 "
+                        "burstier, above 1 more regular (default 1)")
     p.add_argument("--warmup", type=int, default=4, metavar="W",
                    help="unmeasured requests after startup (default 4)")
     p.add_argument("--input-chars", type=int, default=100, metavar="K",
                    help="characters per request text (default 100)")
     p.add_argument("--stream", action="store_true",
-                   help="stream the audio and measure time to the first chunk")
+                   help="stream the audio and measure time to first audio and stream continuity")
+    p.add_argument("--slo-ttfa-ms", type=float, metavar="MS",
+                   help="goodput counts only requests whose first audio came within MS ms "
+                        "(needs --stream)")
+    p.add_argument("--slo-p99-ms", type=float, metavar="MS",
+                   help="goodput counts only requests that finished within MS ms (the latency "
+                        "objective a p99 target sets for every request)")
     p.add_argument("--output", "-o", metavar="DIR",
                    help="where results go (default: bench-results/MODEL)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of the request texts: the same seed sends the same texts")
+                   help="seed of the request texts and arrival times: the same seed sends the "
+                        "same texts on the same schedule")
     p.add_argument("--stand-in-size", choices=("tiny", "small", "base"),
                    help="size offered to the built-in stand-in stages (default: theirs, base); "
                         "factories that take no `size` ignore it")

@@ -37,6 +37,22 @@ def _memory_bytes() -> int | None:
     return None
 
 
+def _usable_cpus() -> int | None:
+    """CPUs this process may run on (a container or taskset can allow fewer than exist)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def _load_average() -> list[float] | None:
+    """1, 5 and 15-minute load averages: a busy machine shows here before it shows in numbers."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
 def _gpus() -> list[str]:
     """GPU names from nvidia-smi, without importing torch into the client."""
     try:
@@ -72,6 +88,8 @@ def environment(argv: Sequence[str]) -> dict[str, Any]:
             "platform": platform.platform(),
             "cpu": _cpu_model(),
             "cpu_count": os.cpu_count(),
+            "usable_cpus": _usable_cpus(),
+            "load_average": _load_average(),
             "memory_bytes": _memory_bytes(),
             "gpus": _gpus(),
         },

@@ -2,33 +2,37 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .compare import Point, pareto_front, ratio
-from .loadgen import LoadResult
+from .loadgen import LATE_S, Closed, LoadResult, Shape, Slo
 from .measure import ProcessPeak, StageTime
 from .placements import Placement
 
-SCHEMA = "stage-planner-bench/1"
+SCHEMA = "stage-planner-bench/2"
 
 
 @dataclass(frozen=True)
 class Run:
-    """One placement served and loaded at one concurrency level."""
+    """One placement served and loaded at one load (a concurrency level or an arrival rate)."""
 
     placement: Placement
-    concurrency: int
     device: str
     startup_s: float
     processes: tuple[ProcessPeak, ...]
     profile: tuple[StageTime, ...]
     ideal_rps: float | None
     load: LoadResult
+    slo: Slo = field(default_factory=Slo)
+
+    @property
+    def shape(self) -> Shape:
+        return self.load.shape
 
     @property
     def key(self) -> str:
-        return f"{self.placement.name}@{self.concurrency}"
+        return f"{self.placement.name}@{self.shape.label}"
 
     @property
     def achieved_over_ideal(self) -> float | None:
@@ -39,6 +43,14 @@ class Run:
         latency = self.load.latency
         return latency.p99 if latency else None
 
+    @property
+    def goodput_rps(self) -> float | None:
+        return self.load.goodput_rps(self.slo)
+
+    @property
+    def failed_entirely(self) -> bool:
+        return bool(self.load.samples) and not self.load.ok
+
     def point(self) -> Point:
         return Point(self.key, self.load.throughput_rps, self.p99_s,
                      self.placement.process_count)
@@ -46,12 +58,12 @@ class Run:
 
 @dataclass(frozen=True)
 class Versus:
-    """A run against the declared topology's run at the same concurrency."""
+    """A run against the declared topology's run at the same load."""
 
     baseline: str
     throughput: float | None  # run / baseline: above 1 is better
     p99: float | None  # run / baseline: below 1 is better
-    ttfc_p99: float | None
+    ttfa_p99: float | None
     peak_rss: float | None
 
 
@@ -64,32 +76,48 @@ class Bench:
     notes: tuple[str, ...] = ()
 
     @property
-    def concurrencies(self) -> tuple[int, ...]:
-        return tuple(dict.fromkeys(r.concurrency for r in self.runs))
+    def shapes(self) -> tuple[Shape, ...]:
+        """The loads measured, in the order they ran."""
+        return tuple(dict.fromkeys(r.shape for r in self.runs))
 
-    def runs_at(self, concurrency: int) -> tuple[Run, ...]:
-        return tuple(r for r in self.runs if r.concurrency == concurrency)
+    @property
+    def open_loop(self) -> bool:
+        return any(not isinstance(s, Closed) for s in self.shapes)
 
-    def baseline_run(self, concurrency: int) -> Run | None:
-        return next((r for r in self.runs_at(concurrency) if r.placement.is_baseline), None)
+    @property
+    def stream(self) -> bool:
+        return bool(self.settings.get("stream"))
+
+    @property
+    def slo(self) -> Slo:
+        return next((r.slo for r in self.runs), Slo())
+
+    def runs_at(self, shape: Shape) -> tuple[Run, ...]:
+        return tuple(r for r in self.runs if r.shape == shape)
+
+    def run_of(self, placement: Placement, shape: Shape) -> Run | None:
+        return next((r for r in self.runs_at(shape) if r.placement.name == placement.name), None)
+
+    def baseline_run(self, shape: Shape) -> Run | None:
+        return next((r for r in self.runs_at(shape) if r.placement.is_baseline), None)
 
     def versus(self, run: Run) -> Versus | None:
-        base = self.baseline_run(run.concurrency)
+        base = self.baseline_run(run.shape)
         if base is None:
             return None
-        ttfc, base_ttfc = run.load.ttfc, base.load.ttfc
+        ttfa, base_ttfa = run.load.ttfa, base.load.ttfa
         return Versus(
             baseline=base.placement.name,
             throughput=ratio(run.load.throughput_rps, base.load.throughput_rps),
             p99=ratio(run.p99_s, base.p99_s),
-            ttfc_p99=ratio(ttfc.p99 if ttfc else None, base_ttfc.p99 if base_ttfc else None),
+            ttfa_p99=ratio(ttfa.p99 if ttfa else None, base_ttfa.p99 if base_ttfa else None),
             peak_rss=ratio(total_rss(run), total_rss(base)))
 
     def pareto(self) -> frozenset[str]:
-        """Run keys on the front of their own concurrency level (placements compete at equal load)."""
+        """Run keys on the front of their own load (placements compete at equal load)."""
         front: set[str] = set()
-        for c in self.concurrencies:
-            front |= pareto_front([r.point() for r in self.runs_at(c)])
+        for shape in self.shapes:
+            front |= pareto_front([r.point() for r in self.runs_at(shape)])
         return frozenset(front)
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,11 +148,48 @@ def _summary(s) -> dict[str, Any] | None:
     return s.to_dict() if s is not None else None
 
 
+def _load_dict(load: LoadResult, slo: Slo) -> dict[str, Any]:
+    shape = load.shape
+    return {
+        "mode": load.mode,
+        "concurrency": shape.concurrency if isinstance(shape, Closed) else None,
+        "rate": None if isinstance(shape, Closed) else shape.rate,
+        "arrivals": None if isinstance(shape, Closed) else shape.arrivals,
+        "burstiness": None if isinstance(shape, Closed) else shape.burstiness,
+        "stream": load.stream,
+        "requests": len(load.samples),
+        "ok": len(load.ok),
+        "errors": load.errors,
+        "errors_by_kind": load.errors_by_kind(),
+        "error_messages": list(load.error_messages()),
+        "wall_s": load.wall_s,
+        "offered_rps": load.offered_rps,
+        "throughput_rps": load.throughput_rps,
+        "goodput_rps": load.goodput_rps(slo),
+        "slo_attainment": load.slo_attainment(slo),
+        "audio_seconds_per_s": load.audio_per_s,
+        "latency_s": _summary(load.latency),
+        "ttfa_s": _summary(load.ttfa),
+        "rtf": _summary(load.rtf),
+        "stream_continuity": None if not load.stream else {
+            "stalled_share": load.stalled_share,
+            "stalls": sum(s.stalls for s in load.ok),
+            "stall_s": _summary(load.stall),
+        },
+        "schedule": None if isinstance(shape, Closed) else {
+            "lag_s": _summary(load.lag),
+            "late": load.late,
+            "late_after_s": LATE_S,
+            "not_sent": load.not_sent,
+        },
+        "samples": [{**asdict(s), "lag_s": s.lag_s, "rtf": s.rtf} for s in load.samples],
+    }
+
+
 def _run_dict(run: Run, versus: Versus | None, on_front: bool) -> dict[str, Any]:
-    load = run.load
     return {
         "placement": run.placement.name,
-        "concurrency": run.concurrency,
+        "label": run.shape.label,
         "device": run.device,
         "startup_s": run.startup_s,
         "process_count": run.placement.process_count,
@@ -133,21 +198,7 @@ def _run_dict(run: Run, versus: Versus | None, on_front: bool) -> dict[str, Any]
         "stage_profile": [asdict(s) for s in run.profile],
         "ideal_rps": run.ideal_rps,
         "achieved_over_ideal": run.achieved_over_ideal,
-        "load": {
-            "mode": load.mode,
-            "concurrency": load.concurrency,
-            "stream": load.stream,
-            "requests": len(load.samples),
-            "ok": len(load.ok),
-            "errors": load.errors,
-            "error_messages": list(load.error_messages()),
-            "wall_s": load.wall_s,
-            "throughput_rps": load.throughput_rps,
-            "audio_seconds_per_s": load.audio_per_s,
-            "latency_s": _summary(load.latency),
-            "ttfc_s": _summary(load.ttfc),
-            "samples": [asdict(s) for s in load.samples],
-        },
+        "load": _load_dict(run.load, run.slo),
         "vs_baseline": asdict(versus) if versus else None,
         "pareto": on_front,
     }

@@ -1,20 +1,25 @@
-"""The order of runs: for each concurrency level, every placement back to back, each in a fresh
-server, so a placement never inherits another's warm caches or memory high-water marks."""
+"""The order of runs: for each load (a concurrency level or an arrival rate), every placement
+back to back, each in a fresh server, so a placement never inherits another's warm caches or
+memory high-water marks, and drift on a shared machine spreads over all placements alike."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import httpx
 
 import planner
 
-from .loadgen import Load, Sample, run_load
+from .loadgen import Closed, Load, Sample, Shape, Slo, run_load
 from .measure import (
-    GpuSampler, ideal_throughput, process_peaks, settled_metrics, stage_profile,
+    GpuSampler,
+    ideal_throughput,
+    process_peaks,
+    settled_metrics,
+    stage_profile,
 )
 from .placements import Placement
 from .results import Run
@@ -31,13 +36,14 @@ class Settings:
     variant: str | None
     device: str
     stand_in_size: str | None
-    concurrency: tuple[int, ...]
-    requests: int | None  # per placement and concurrency; None with duration_s
+    loads: tuple[Shape, ...]  # concurrency levels (closed loop) or arrival rates (open loop)
+    requests: int | None  # per placement and load; None with duration_s
     duration_s: float | None
     warmup: int
     input_chars: int
     stream: bool
     seed: int
+    slo: Slo = field(default_factory=Slo)
 
     def server_spec(self, placement: Placement) -> ServerSpec:
         return ServerSpec(model_path=self.model_path, config=self.config, variant=self.variant,
@@ -53,7 +59,7 @@ class Progress(Protocol):
     def end(self, summary: str) -> None: ...
 
 
-def run_one(settings: Settings, placement: Placement, concurrency: int,
+def run_one(settings: Settings, placement: Placement, shape: Shape,
             texts: tuple[str, ...], warm: tuple[str, ...], progress: Progress) -> Run:
     with Server(settings.server_spec(placement)) as server:
         progress.phase("starting")
@@ -62,13 +68,16 @@ def run_one(settings: Settings, placement: Placement, concurrency: int,
         device = httpx.get(f"{url}/health", timeout=10).json()["device"]
         if warm:
             progress.phase("warming up")
-            run_load(url, Load(concurrency, warm, len(warm), None, settings.stream))
+            # Open loop warms up one request at a time: arrivals would start the measured
+            # schedule's queue before it begins.
+            warm_shape = shape if isinstance(shape, Closed) else Closed(1)
+            run_load(url, Load(warm_shape, warm, len(warm), None, settings.stream))
         before = settled_metrics(url)
         progress.phase(f"load ({'streaming' if settings.stream else 'whole responses'})")
         sampler = GpuSampler(url) if device == "cuda" else None
         with sampler or contextlib.nullcontext():
-            load = run_load(url, Load(concurrency, texts, settings.requests, settings.duration_s,
-                                      settings.stream), progress.done)
+            load = run_load(url, Load(shape, texts, settings.requests, settings.duration_s,
+                                      settings.stream, settings.seed), progress.done)
         progress.phase("collecting metrics")
         after = settled_metrics(url)
         health = httpx.get(f"{url}/health", timeout=10).json()
@@ -78,9 +87,8 @@ def run_one(settings: Settings, placement: Placement, concurrency: int,
     where.update({s: ranks[0] for s, ranks in placement.tp_stages})
     profile = stage_profile(before, after, where)
     ideal = ideal_throughput({s.stage: s.per_request_s for s in profile}, placement.resources())
-    return Run(placement=placement, concurrency=concurrency, device=device,
-               startup_s=started.startup_s, processes=peaks, profile=profile, ideal_rps=ideal,
-               load=load)
+    return Run(placement=placement, device=device, startup_s=started.startup_s, processes=peaks,
+               profile=profile, ideal_rps=ideal, load=load, slo=settings.slo)
 
 
 def run_all(settings: Settings, placements: Sequence[Placement], progress: Progress
@@ -89,13 +97,15 @@ def run_all(settings: Settings, placements: Sequence[Placement], progress: Progr
     texts = request_texts(settings.seed, count, settings.input_chars)
     warm = warmup_texts(settings.seed, settings.warmup, settings.input_chars)
     runs = []
-    for concurrency in settings.concurrency:
+    for shape in settings.loads:
         for placement in placements:
-            progress.begin(f"{placement.name} · C={concurrency}", settings.requests)
-            run = run_one(settings, placement, concurrency, texts, warm, progress)
+            progress.begin(f"{placement.name} · {shape.label}", settings.requests)
+            run = run_one(settings, placement, shape, texts, warm, progress)
             runs.append(run)
+            lag = run.load.lag
+            behind = "" if lag is None else f", schedule lag p99 {lag.p99 * 1000:.2f} ms"
             progress.end(f"{run.load.throughput_rps:.2f} req/s, "
-                         f"p99 {_ms(run.p99_s)}, {run.load.errors} errors")
+                         f"p99 {_ms(run.p99_s)}, {run.load.errors} errors{behind}")
     return tuple(runs)
 
 

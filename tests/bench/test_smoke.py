@@ -57,22 +57,25 @@ def test_exits_zero_and_leaves_nothing_running(bench):
 
 def test_results_json_schema(bench):
     data = bench["data"]
-    assert data["schema"] == "stage-planner-bench/1"
+    assert data["schema"] == "stage-planner-bench/2"
     assert {"date", "command", "machine", "versions", "settings", "baseline", "placements",
             "runs"} <= set(data)
     assert data["command"].startswith("planner bench --model-path Qwen/Qwen3-TTS-12Hz-0.6B-Base")
-    assert data["machine"]["cpu_count"] >= 1 and data["versions"]["torch"]
+    assert data["machine"]["cpu"] and data["machine"]["cpu_count"] >= 1
+    assert data["versions"]["torch"] and data["versions"]["ortools"]
     assert data["settings"]["load_mode"] == "closed-loop" and data["settings"]["seed"] == 7
     assert [(p["name"], p["flags"], p["process_count"]) for p in data["placements"]] == [
         ("declared", [], 1), ("isolate vocoder", ["--isolate-stage vocoder"], 2)]
-    assert [(r["placement"], r["concurrency"]) for r in data["runs"]] == [
-        ("declared", 2), ("isolate vocoder", 2)]
+    assert [(r["placement"], r["label"], r["load"]["concurrency"]) for r in data["runs"]] == [
+        ("declared", "C=2", 2), ("isolate vocoder", "C=2", 2)]
     for run in data["runs"]:
         load = run["load"]
         assert (load["requests"], load["ok"], load["errors"]) == (4, 4, 0)
         assert load["mode"] == "closed-loop" and load["stream"] is True
         assert load["throughput_rps"] > 0 and load["audio_seconds_per_s"] > 0
-        assert 0 < load["ttfc_s"]["p50"] <= load["latency_s"]["p50"]
+        assert 0 < load["ttfa_s"]["p50"] <= load["latency_s"]["p50"]
+        assert load["rtf"]["p50"] > 0 and load["stream_continuity"]["stalled_share"] is not None
+        assert load["schedule"] is None  # closed loop has no schedule to fall behind
         assert load["latency_s"]["p50"] <= load["latency_s"]["p90"] <= load["latency_s"]["p99"]
         assert len(load["samples"]) == 4 and all(s["status"] == 200 for s in load["samples"])
         assert run["startup_s"] > 0 and run["device"] == "cpu"
@@ -100,14 +103,15 @@ def test_ratios_are_against_the_declared_topology(bench):
                         split["load"]["throughput_rps"] / declared["load"]["throughput_rps"])
     assert math.isclose(split["vs_baseline"]["p99"],
                         split["load"]["latency_s"]["p99"] / declared["load"]["latency_s"]["p99"])
-    assert math.isclose(split["vs_baseline"]["ttfc_p99"],
-                        split["load"]["ttfc_s"]["p99"] / declared["load"]["ttfc_s"]["p99"])
+    assert math.isclose(split["vs_baseline"]["ttfa_p99"],
+                        split["load"]["ttfa_s"]["p99"] / declared["load"]["ttfa_s"]["p99"])
     # The declared topology has the fewest processes, so it is always on the front.
     assert declared["pareto"] is True
 
 
 def test_charts_are_valid_pngs(bench):
-    for name in ("throughput.png", "p99_latency.png", "latency_cdf.png"):
+    for name in ("overview.png", "throughput.png", "latency.png", "ttfa.png", "rtf.png",
+                 "latency_cdf.png"):
         path = bench["out"] / name
         assert path.read_bytes()[:8] == PNG_SIGNATURE
         height, width, _ = mpimg.imread(path).shape
@@ -116,5 +120,5 @@ def test_charts_are_valid_pngs(bench):
 
 def test_markdown_has_the_table(bench):
     md = (bench["out"] / "results.md").read_text()
-    assert "| placement |" in md and "isolate vocoder" in md and "throughput.png" in md
+    assert "| placement |" in md and "isolate vocoder" in md and "overview.png" in md
     assert bench["data"]["command"] in md
