@@ -31,7 +31,6 @@ import torch
 import planner
 from planner.tune.profile import HandoffCost, Profile, StageProfile
 
-from .audio import pcm16
 from .bench.texts import request_texts, warmup_texts
 from .worker import resolve_factory
 
@@ -237,6 +236,38 @@ def _scales(cost: dict[str, list[float]], names: list[str]) -> tuple[float, ...]
     return tuple(sorted(round(t / mean, 4) for t in totals))
 
 
+def _front_door(audio_ms: float, requests: int = 30) -> tuple[float, float]:
+    """(serving process ms, load client CPU ms) per request: a one-stage pipeline that does no
+    work, served over HTTP as `planner bench` serves, and driven as its client drives it."""
+    import tempfile
+
+    import httpx
+    import yaml
+
+    from .bench.server import Server, ServerSpec
+
+    cfg = {"name": "front-door", "stages": [{
+        "name": "out", "process": "pipeline", "terminal": True,
+        "factory": "launcher.synthetic:stage", "args": {"audio_ms": max(audio_ms, 1.0)}}]}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "front-door.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(cfg, f)
+        with Server(ServerSpec(None, path, None, (), "cpu", None)) as server:
+            url = server.start().url
+            walls, cpus = [], []
+            with httpx.Client(timeout=30) as client:
+                for i in range(requests + 5):
+                    w0, c0 = time.perf_counter(), time.thread_time()
+                    r = client.post(f"{url}/v1/audio/speech", json={"input": "front door."})
+                    r.raise_for_status()
+                    if i >= 5:
+                        walls.append((time.perf_counter() - w0) * 1000.0)
+                        cpus.append((time.thread_time() - c0) * 1000.0)
+    client_ms = statistics.median(cpus)
+    return max(statistics.median(walls) - client_ms, 0.0), client_ms
+
+
 def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: str = "cpu",
             factory_defaults: Mapping[str, Any] | None = None, seed: int = 0,
             progress: Callable[[str], None] = lambda _: None) -> Profile:
@@ -256,13 +287,11 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
     progress(f"profiling {len(plan.stages)} stages on {requests} requests")
     alone: dict[str, list[float]] = defaultdict(list)
     extra: dict[str, list[float]] = defaultdict(list)
-    encode = []
+    audio_lengths = []
     for text in texts:
         audio = _run_request(plan, stages, text, alone, extra)
         if audio is not None:
-            t = time.perf_counter()
-            pcm16(audio)
-            encode.append((time.perf_counter() - t) * 1000.0)
+            audio_lengths.append(audio.numel() / 24.0)  # 24 kHz: samples -> ms
     progress("sampling what holds the interpreter lock")
     held: dict[str, list[float]] = defaultdict(list)
     with _Probe() as probe:
@@ -281,11 +310,14 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
             chunks_out=round(statistics.fmean(extra[s.name + ":items"]), 3),
             out_bytes=round(statistics.fmean(extra[s.name + ":bytes"]) if successors else 0.0),
             rss_mib=round(rss[s.name], 1)))
+    progress("measuring the HTTP front door")
+    audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
+    frontend_ms, client_ms = _front_door(audio_ms)
     return Profile(
         model=plan.model, variant=plan.variant, cores=len(os.sched_getaffinity(0)),
         cpu_model=cpu_model(), stages=tuple(out),
         handoff=_handoff_cost(), device=device,
-        frontend_ms=round((statistics.fmean(encode) if encode else 0.0) + 0.3, 4),
+        frontend_ms=round(frontend_ms, 4), client_ms=round(client_ms, 4),
         process_rss_mib=round(base_rss, 1), requests=requests,
         request_scale=_scales(alone, [s.name for s in plan.stages]),
         note=f"{TEXT_CHARS}-character texts, seed {seed}, torch {torch.__version__}")

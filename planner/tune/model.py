@@ -28,6 +28,7 @@ from planner.plan import Plan
 from planner.tune.profile import Profile
 
 FRONTEND = "(serving process)"
+CLIENT = "(load client)"
 # Chunks beyond this many per request are simulated in groups (the first one always alone, so the
 # time to first audio stays exact): it bounds the events per request.
 MAX_PIECES = 8
@@ -181,6 +182,7 @@ class _Run:
                 for g in s.gpus:
                     self.gpu.setdefault(g, _Resource(f"GPU {g}"))
         self.gil[FRONTEND] = _Resource(f"interpreter lock of the {FRONTEND}")
+        self.gil[CLIENT] = _Resource(f"interpreter lock of the {CLIENT}")
         self.inbox: dict[str, deque[_Item]] = {n: deque() for n in self.stages}
         self.parked: dict[str, Generator] = {}
         self.thread_busy: dict[str, float] = defaultdict(float)
@@ -290,6 +292,7 @@ class _Run:
         self.sim.step(self._frontend_in(r))
 
     def _frontend_in(self, r: int) -> Generator:
+        yield from self._work(CLIENT, self.p.client_ms / 2, 0.0, 0.0)
         yield from self._work(FRONTEND, self.p.frontend_ms / 2, 0.0, 0.0)
         h = self.p.handoff
         for name in self.entry:
@@ -307,6 +310,7 @@ class _Run:
         h = self.p.handoff
         yield ("hold", h.latency_ms)
         yield from self._work(FRONTEND, h.fixed_ms + self.p.frontend_ms / 2, 0.0, 0.0)
+        yield from self._work(CLIENT, self.p.client_ms / 2, 0.0, 0.0)
         self.done[r] = self.sim.now
         if self.w.concurrency is not None:
             self._submit()

@@ -57,8 +57,10 @@ class Profile:
     stages: tuple[StageProfile, ...]
     handoff: HandoffCost = field(default_factory=HandoffCost)
     device: str = "cpu"  # where the stages ran: "cuda" makes a GPU stage's device time GPU time
-    # Per request in the serving process: reading the HTTP request, encoding the audio.
+    # Per request in the serving process: the HTTP request, the response, encoding the audio.
     frontend_ms: float = 0.0
+    # Per request in the load client, when it runs on the same machine (it takes a core too).
+    client_ms: float = 0.0
     process_rss_mib: float = 0.0  # what one more worker process costs before any stage
     requests: int = 0  # how many requests the means are over
     # Each profiled request's total cost over the mean (texts differ): the model draws from these.
