@@ -236,36 +236,91 @@ def _scales(cost: dict[str, list[float]], names: list[str]) -> tuple[float, ...]
     return tuple(sorted(round(t / mean, 4) for t in totals))
 
 
-def _front_door(audio_ms: float, requests: int = 30) -> tuple[float, float]:
-    """(serving process ms, load client CPU ms) per request: a one-stage pipeline that does no
-    work, served over HTTP as `planner bench` serves, and driven as its client drives it."""
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds used so far by `pid` and all its descendants (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    stats: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        stats[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+    tree, frontier = {pid}, {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - tree
+        tree |= frontier
+    return sum(stats.get(p, 0.0) for p in tree)
+
+
+def _serve_null(stages: list[dict[str, Any]], requests: int) -> tuple[float, float, float]:
+    """Serve a pipeline of stages that do no work as `planner bench` serves it, drive it one
+    request at a time with the bench's own client: per request (wall ms, serving-side CPU ms,
+    client CPU ms)."""
+    import resource
     import tempfile
 
-    import httpx
     import yaml
 
+    from .bench.loadgen import Closed, Load, run_load
     from .bench.server import Server, ServerSpec
 
-    cfg = {"name": "front-door", "stages": [{
-        "name": "out", "process": "pipeline", "terminal": True,
-        "factory": "launcher.synthetic:stage", "args": {"audio_ms": max(audio_ms, 1.0)}}]}
+    cfg = {"name": "front-door", "stages": stages,
+           "process_safe_edges": [[a["name"], b["name"]] for a, b in zip(stages, stages[1:])]}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "front-door.yaml")
         with open(path, "w") as f:
             yaml.safe_dump(cfg, f)
         with Server(ServerSpec(None, path, None, (), "cpu", None)) as server:
-            url = server.start().url
-            walls, cpus = [], []
-            with httpx.Client(timeout=30) as client:
-                for i in range(requests + 5):
-                    w0, c0 = time.perf_counter(), time.thread_time()
-                    r = client.post(f"{url}/v1/audio/speech", json={"input": "front door."})
-                    r.raise_for_status()
-                    if i >= 5:
-                        walls.append((time.perf_counter() - w0) * 1000.0)
-                        cpus.append((time.thread_time() - c0) * 1000.0)
-    client_ms = statistics.median(cpus)
-    return max(statistics.median(walls) - client_ms, 0.0), client_ms
+            started = server.start()
+            texts = tuple(f"front door {i}." for i in range(8))
+            run_load(started.url, Load(Closed(1), texts, 8, None, False))  # warm up
+            cpu0, self0 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
+            result = run_load(started.url, Load(Closed(1), texts, requests, None, False))
+            cpu1, self1 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
+    n = max(len(result.ok), 1)
+    wall = statistics.median(s.latency_s for s in result.ok) * 1000.0
+    client = (self1.ru_utime + self1.ru_stime - self0.ru_utime - self0.ru_stime) / n * 1000.0
+    return wall, (cpu1 - cpu0) / n * 1000.0, client
+
+
+def _front_door(audio_ms: float, requests: int = 40) -> tuple[float, float, HandoffCost]:
+    """(serving-side ms, load client ms, cross-process handoff) per request, from pipelines of
+    stages that do nothing: one stage (the front door alone), then two stages in one process and
+    in two (the difference is what one crossing costs on this machine, on the launcher's path)."""
+    def stage(name: str, process: str, audio: bool, nxt: str | None) -> dict[str, Any]:
+        return {"name": name, "process": process, "factory": "launcher.synthetic:stage",
+                "args": {"audio_ms": max(audio_ms, 1.0)} if audio else {},
+                **({"next": nxt} if nxt else {"terminal": True})}
+
+    wall1, server1, client = _serve_null([stage("out", "pipeline", True, None)], requests)
+    _, server_one, _ = _serve_null([stage("a", "pipeline", False, "out"),
+                                    stage("out", "pipeline", True, None)], requests)
+    wall_two, server_two, _ = _serve_null([stage("a", "pipeline", False, "out"),
+                                           stage("out", "other", True, None)], requests)
+    wall_one2, _, _ = _serve_null([stage("a", "pipeline", False, "out"),
+                                   stage("out", "pipeline", True, None)], requests)
+    crossing_cpu = max(server_two - server_one, 0.0)
+    crossing_wall = max(wall_two - wall_one2, crossing_cpu)
+    src = torch.empty(16 << 20, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    copies = []
+    for _ in range(5):
+        t = time.perf_counter()
+        dst.copy_(src)
+        copies.append(time.perf_counter() - t)
+    gbps = src.numel() / statistics.median(copies) / 1e9
+    # The difference is small and noisy (CPU ticks): a pipe round trip is its floor.
+    pipe = _handoff_cost()
+    handoff = HandoffCost(fixed_ms=max(crossing_cpu / 2, pipe.fixed_ms), copy_gbps=gbps,
+                          latency_ms=max(crossing_wall - crossing_cpu, pipe.latency_ms))
+    # The serving side's own work, less the two crossings (in, out) the model charges apart.
+    return max(server1 - 2 * handoff.fixed_ms, 0.0), client, handoff
 
 
 def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: str = "cpu",
@@ -312,11 +367,11 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
             rss_mib=round(rss[s.name], 1)))
     progress("measuring the HTTP front door")
     audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
-    frontend_ms, client_ms = _front_door(audio_ms)
+    frontend_ms, client_ms, handoff = _front_door(audio_ms)
     return Profile(
         model=plan.model, variant=plan.variant, cores=len(os.sched_getaffinity(0)),
         cpu_model=cpu_model(), stages=tuple(out),
-        handoff=_handoff_cost(), device=device,
+        handoff=handoff, device=device,
         frontend_ms=round(frontend_ms, 4), client_ms=round(client_ms, 4),
         process_rss_mib=round(base_rss, 1), requests=requests,
         request_scale=_scales(alone, [s.name for s in plan.stages]),
