@@ -172,8 +172,8 @@ def main() -> None:
               f"{len(r.diagnostics):3} diagnostics {fmt(ts)}")
 
     print("\n## replica packing: --replicas 64 and --replicas max on N nodes x 8 GPUs (cold caches)")
-    from planner.cluster import Cluster, Node
-    from planner.replicas import _place_on_node, node_capacity, pack
+    from planner import Cluster, Node, pack
+    from planner.replicas import _place_on_node, node_capacity  # to time cold caches
 
     cards = ["qwen3-tts", "higgs-tts", "ming-omni-tts"]
     plans = {c: planner.solve(c, variant="tp2" if c == "ming-omni-tts" else None).plan

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 import planner
-from planner.tune.profile import HandoffCost, Profile, StageProfile
+from planner import HandoffCost, Profile, StageProfile
 
 from .bench.texts import request_texts, warmup_texts
 from .worker import resolve_factory

@@ -9,8 +9,9 @@ This module is the public API: the CLI, the launcher, the bench and `planner tun
 `__all__` lists. Everything else under `planner.` is internal and may change.
 """
 
-from planner.api import declared_plan, load, solve, solve_pipeline
+from planner.api import declared_plan, load, solve, solve_pipeline, solve_replicas
 from planner.cards import Card, all_cards, find_card
+from planner.cluster import Cluster, Node, load_cluster
 from planner.errors import ConfigError, ConfigIssue
 from planner.graph import build_graph
 from planner.pipeline import Pipeline, StageConfig
@@ -38,7 +39,9 @@ from planner.plan import (
 from planner.render.dicts import request_dict, request_from_dict
 from planner.render.flags import command_line, flag, flags, from_options
 from planner.render.flags import parse as parse_flags
+from planner.replicas import Packing, pack
 from planner.topology import tp_rank_names
+from planner.tune.profile import HandoffCost, Profile, StageProfile
 
 load_pipeline = load  # the name the API had before `load`; kept for scripts that use it
 
@@ -49,4 +52,6 @@ __all__ = [
     "TooManyPlacements", "TpProcess", "all_cards", "build_graph", "command_line", "declared_plan",
     "feasible_placements", "find_card", "flag", "flags", "from_options", "load", "load_pipeline",
     "parse_flags", "request_dict", "request_from_dict", "solve", "solve_pipeline", "tp_rank_names",
+    "Cluster", "Node", "load_cluster", "Packing", "pack", "solve_replicas",
+    "HandoffCost", "Profile", "StageProfile",
 ]
