@@ -1,0 +1,82 @@
+"""`planner tune` as a command: with a saved profile it ranks without serving anything; a profile
+of another model is a one-paragraph error; JSON carries what scripts need."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from planner import Profile, StageProfile
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "planner", "tune", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def qwen3_profile(tmp_path):
+    path = tmp_path / "profile.json"
+    Profile(model="qwen3-tts", variant="default", cores=2, cpu_model="test", stages=(
+        StageProfile("preprocessing", 0.5, 0.0, 0.0),
+        StageProfile("tts_engine", 120.0, 20.0, 0.0, chunks_out=25, out_bytes=10_000),
+        StageProfile("vocoder", 30.0, 10.0, 0.0, chunks_out=25)),
+        frontend_ms=3.0, client_ms=1.5, process_rss_mib=280.0).save(path)
+    return path
+
+
+def test_tune_with_a_profile_ranks_every_accepted_placement(qwen3_profile, tmp_path):
+    out = run("qwen3-tts", "--profile", str(qwen3_profile), "--concurrency", "1",
+              "--concurrency", "4", "--format", "json", "--output", str(tmp_path / "o"))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["best"] == 0 and data["model"] == "qwen3-tts"
+    flags = [c["flags"] for c in data["candidates"]]
+    assert sorted(map(tuple, flags)) == [(), ("--isolate-stage vocoder",)]
+    best = data["candidates"][0]
+    assert set(best["predicted"]) >= {"throughput_rps", "latency_p50_ms", "latency_p99_ms",
+                                      "ttfa_p90_ms"}
+    assert best["measured"] is None and len(best["predicted_by_workload"]) == 2
+    assert data["workload"] == [{"loop": "closed", "concurrency": 1},
+                                {"loop": "closed", "concurrency": 4}]
+    assert json.loads((tmp_path / "o" / "tune.json").read_text()) == data
+    if best["flags"]:  # the overlay that makes it persistent solves to the same groups
+        import planner
+        again = planner.solve(config=data["persist"]["overlay"])
+        assert [g.name for g in again.plan.groups] == [g["name"] for g in best["groups"]]
+
+
+def test_a_profile_of_another_model_is_one_paragraph(qwen3_profile):
+    out = run("higgs-tts", "--profile", str(qwen3_profile))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "profiles qwen3-tts" in out.stderr and "not higgs-tts" in out.stderr
+
+
+def test_an_unreadable_profile_says_how_to_make_one(tmp_path):
+    bad = tmp_path / "p.json"
+    bad.write_text("{}")
+    out = run("qwen3-tts", "--profile", str(bad))
+    assert out.returncode == 2 and "planner tune MODEL --output DIR" in out.stderr
+
+
+@pytest.mark.slow
+def test_profiling_tells_lock_holding_native_and_device_time_apart():
+    import planner
+    from launcher.profiling import measure
+
+    cfg = {"name": "known", "stages": [
+        {"name": "py", "process": "p", "next": "nat", "factory": "launcher.synthetic:stage",
+         "args": {"gil_ms": 8}},
+        {"name": "nat", "process": "p", "next": "dev", "factory": "launcher.synthetic:stage",
+         "args": {"native_ms": 8}},
+        {"name": "dev", "process": "p", "terminal": True, "factory": "launcher.synthetic:stage",
+         "args": {"device_ms": 8, "audio_ms": 100}}],
+        "process_safe_edges": [["py", "nat"], ["nat", "dev"]]}
+    prof = measure(planner.solve(config=cfg).plan, requests=6, warmup=1)
+    py, nat, dev = (prof.stage(n) for n in ("py", "nat", "dev"))
+    # Which kind of time dominates each stage (shares, not speeds: the machine may be busy).
+    assert py.gil_ms > 0.7 * py.busy_ms
+    assert nat.native_ms > 0.6 * nat.busy_ms
+    assert dev.device_ms > 0.7 * dev.busy_ms
+    assert prof.frontend_ms > 0 and prof.client_ms > 0
