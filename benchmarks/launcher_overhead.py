@@ -36,6 +36,7 @@ import torch
 
 import launcher
 import planner
+from launcher.bench.machine import cpu_model
 
 KIB, MIB = 1 << 10, 1 << 20
 BIG = 64 * MIB
@@ -143,17 +144,6 @@ def memcpy(nbytes: int, repeat: int) -> list[float]:
     return out
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def measure(args: argparse.Namespace) -> dict:
     """Both placements run side by side and are measured in turn, round after round, so that a
     machine busy with something else now and then disturbs both alike; medians of the rounds."""
@@ -213,7 +203,8 @@ def report(r: dict, quick: bool) -> str:
 
     rounds = len(r["rounds"]["one"]["latency_s"])
     return "\n".join([
-        f"launcher overhead, {date.today()}, {cpu_model()}, {os.cpu_count()} cores, "
+        f"launcher overhead, {date.today()}, {cpu_model() or platform.machine()}, "
+        f"{os.cpu_count()} cores, "
         f"torch {torch.__version__}; medians of {rounds} round(s){' (quick)' if quick else ''}",
         "null pipeline source -> relay -> sink; one: 1 process; split: 3 processes "
         "(2 crossings per request)",

@@ -31,26 +31,16 @@ import torch
 import planner
 from planner import HandoffCost, Profile, StageProfile
 
+from .bench.machine import cpu_model
 from .bench.texts import request_texts, warmup_texts
+from .metrics import rss_bytes
 from .worker import resolve_factory
 
 TEXT_CHARS = 100  # the bench's default request length
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def _rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return (rss_bytes(os.getpid()) or 0) / 2**20
 
 
 def _nbytes(out: Any) -> int:
@@ -197,6 +187,17 @@ def _pipe_child(conn) -> None:
         conn.send(msg)
 
 
+def _copy_gbps() -> float:
+    src = torch.empty(16 << 20, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    copies = []
+    for _ in range(5):
+        t = time.perf_counter()
+        dst.copy_(src)
+        copies.append(time.perf_counter() - t)
+    return src.numel() / statistics.median(copies) / 1e9
+
+
 def _handoff_cost() -> HandoffCost:
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe()
@@ -217,14 +218,7 @@ def _handoff_cost() -> HandoffCost:
     finally:
         parent.send(None)
         proc.join(5)
-    src = torch.empty(16 << 20, dtype=torch.uint8)
-    dst = torch.empty_like(src)
-    copies = []
-    for _ in range(5):
-        t = time.perf_counter()
-        dst.copy_(src)
-        copies.append(time.perf_counter() - t)
-    gbps = src.numel() / statistics.median(copies) / 1e9
+    gbps = _copy_gbps()
     # A round trip is two messages. Each side's interpreter work is about a quarter of a
     # back-to-back trip; the time in flight includes waking the receiver.
     return HandoffCost(fixed_ms=rtt / 4, copy_gbps=gbps, latency_ms=max(woken - rtt / 2, rtt) / 2)
@@ -298,26 +292,16 @@ def _front_door(audio_ms: float, requests: int = 40) -> tuple[float, float, Hand
                 "args": {"audio_ms": max(audio_ms, 1.0)} if audio else {},
                 **({"next": nxt} if nxt else {"terminal": True})}
 
-    wall1, server1, client = _serve_null([stage("out", "pipeline", True, None)], requests)
-    _, server_one, _ = _serve_null([stage("a", "pipeline", False, "out"),
-                                    stage("out", "pipeline", True, None)], requests)
+    _, server1, client = _serve_null([stage("out", "pipeline", True, None)], requests)
+    wall_one, server_one, _ = _serve_null([stage("a", "pipeline", False, "out"),
+                                           stage("out", "pipeline", True, None)], requests)
     wall_two, server_two, _ = _serve_null([stage("a", "pipeline", False, "out"),
                                            stage("out", "other", True, None)], requests)
-    wall_one2, _, _ = _serve_null([stage("a", "pipeline", False, "out"),
-                                   stage("out", "pipeline", True, None)], requests)
     crossing_cpu = max(server_two - server_one, 0.0)
-    crossing_wall = max(wall_two - wall_one2, crossing_cpu)
-    src = torch.empty(16 << 20, dtype=torch.uint8)
-    dst = torch.empty_like(src)
-    copies = []
-    for _ in range(5):
-        t = time.perf_counter()
-        dst.copy_(src)
-        copies.append(time.perf_counter() - t)
-    gbps = src.numel() / statistics.median(copies) / 1e9
+    crossing_wall = max(wall_two - wall_one, crossing_cpu)
     # The difference is small and noisy (CPU ticks): a pipe round trip is its floor.
     pipe = _handoff_cost()
-    handoff = HandoffCost(fixed_ms=max(crossing_cpu / 2, pipe.fixed_ms), copy_gbps=gbps,
+    handoff = HandoffCost(fixed_ms=max(crossing_cpu / 2, pipe.fixed_ms), copy_gbps=pipe.copy_gbps,
                           latency_ms=max(crossing_wall - crossing_cpu, pipe.latency_ms))
     # The serving side's own work, less the two crossings (in, out) the model charges apart.
     return max(server1 - 2 * handoff.fixed_ms, 0.0), client, handoff
@@ -370,7 +354,7 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
     frontend_ms, client_ms, handoff = _front_door(audio_ms)
     return Profile(
         model=plan.model, variant=plan.variant, cores=len(os.sched_getaffinity(0)),
-        cpu_model=cpu_model(), stages=tuple(out),
+        cpu_model=cpu_model() or "unknown", stages=tuple(out),
         handoff=handoff, device=device,
         frontend_ms=round(frontend_ms, 4), client_ms=round(client_ms, 4),
         process_rss_mib=round(base_rss, 1), requests=requests,

@@ -17,7 +17,8 @@ PACKAGES = ("stage-planner", "torch", "starlette", "uvicorn", "httpx", "ortools"
             "matplotlib")
 
 
-def _cpu_model() -> str | None:
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux /proc/cpuinfo), else what the platform says, else None."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -86,7 +87,7 @@ def environment(argv: Sequence[str]) -> dict[str, Any]:
         "machine": {
             "hostname": platform.node(),
             "platform": platform.platform(),
-            "cpu": _cpu_model(),
+            "cpu": cpu_model(),
             "cpu_count": os.cpu_count(),
             "usable_cpus": _usable_cpus(),
             "load_average": _load_average(),
