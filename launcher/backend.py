@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .protocol import FromWorker, ToPeer, ToWorker
 from .specs import WorkerSpec
@@ -62,6 +62,10 @@ class PeerUnreachable(ConnectionError):
 
 
 class Backend(Protocol):
+    # False when the supervisor cannot map the workers' shared memory (another machine): then
+    # every payload travels inside its message.
+    shares_memory: bool
+
     def start(self, unit: Unit) -> dict[str, int]:
         """Start every worker of `unit` (replacing a dead incarnation); their pids by name."""
 
@@ -76,6 +80,9 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Stop every process, and whatever the backend itself started (a fork server, say)."""
+
+    def where(self, process: str) -> dict[str, Any]:
+        """Facts about where `process` runs, for /health (e.g. a Ray node and actor id)."""
 
 
 class Channel(Protocol):

@@ -20,13 +20,14 @@ import secrets
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from planner import Plan
 
 from . import ipc, metrics
 from .audio import Audio
+from .backend import Backend
 from .errors import LaunchError, Unavailable
 from .layout import layout, resolve_device
 from .local import LocalBackend
@@ -38,6 +39,9 @@ SHM_PREFIX = "stageplanner-"
 # A payload up to this size crosses inside its message: cheaper than a shared block's lease and
 # give-back below some tens of KiB (benchmarks/launcher_overhead.py --inline measures it).
 INLINE_BYTES = 64 << 10
+# A replica on another machine than the front door cannot lend it shared memory: everything of
+# it travels inside messages.
+ALL_INLINE = 1 << 62
 
 
 class Deployment:
@@ -46,15 +50,23 @@ class Deployment:
 
     def __init__(self, plan: Plan, *, device: str, note: str | None, start_method: str,
                  startup_timeout: float, max_restarts: int, factory_defaults: Mapping[str, Any],
-                 inline_bytes: int = INLINE_BYTES) -> None:
+                 inline_bytes: int = INLINE_BYTES, backend: Callable[[], Backend] | None = None,
+                 gpu_map: Mapping[int, int] | None = None) -> None:
         self.plan, self.device, self.note = plan, device, note
         self.startup_timeout = startup_timeout
         self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}-{secrets.token_hex(3)}-"
         ipc.sweep_orphans(SHM_PREFIX)  # blocks of deployments killed before they could clean up
         self._close_lock = threading.Lock()
         self._closed = False
-        planned = layout(plan, device, self.shm_prefix, factory_defaults, inline_bytes)
-        self._backend = LocalBackend(start_method)
+        self._backend = backend() if backend is not None else LocalBackend(start_method)
+        if not self._backend.shares_memory:
+            inline_bytes = ALL_INLINE
+        try:
+            planned = layout(plan, device, self.shm_prefix, factory_defaults, inline_bytes,
+                             gpu_map)
+        except LaunchError:
+            self._backend.close()
+            raise
         self._supervisor = Supervisor(planned, self._backend, RestartPolicy(max_restarts),
                                       [s.name for s in plan.stages], self.shm_prefix)
         self.failed = self._supervisor.failed  # set when the deployment gave up (restart limit)
@@ -115,6 +127,7 @@ class Deployment:
                         "gpu": p.spec.gpu,
                         "memory_fraction": p.spec.memory_fraction,
                         "restarts": p.restarts,
+                        **self._backend.where(p.name),
                     }
                     for p in procs
                 ],
@@ -133,9 +146,13 @@ class Deployment:
 
     def metrics(self, accept: str | None = None) -> tuple[str, str]:
         """(exposition, content type) in the format an HTTP Accept header asks for."""
+        return metrics.render(self.sample(), accept)
+
+    def sample(self) -> metrics.Sample:
+        """The numbers /metrics shows, taken now."""
         sup = self._supervisor
         with sup.lock:
-            sample = metrics.Sample(
+            return metrics.Sample(
                 model=self.plan.model,
                 stage_latency={s: h.copy() for s, h in sup.stage_latency.items()},
                 request_latency=sup.request_latency.copy(),
@@ -145,7 +162,6 @@ class Deployment:
                     p.name, p.pid if p.running else None, p.spec.gpu, p.restarts,
                     dict(p.depths), p.shm, p.cuda_allocated) for p in sup.procs.values()),
             )
-        return metrics.render(sample, accept)
 
     def worker_pids(self) -> dict[str, int]:
         with self._supervisor.lock:
@@ -190,7 +206,8 @@ class Deployment:
 def launch(plan: Plan, device: str = "auto", *, startup_timeout: float = 120.0,
            max_restarts: int = 3, start_method: str = "forkserver",
            factory_defaults: Mapping[str, Any] | None = None,
-           inline_bytes: int = INLINE_BYTES) -> Deployment:
+           inline_bytes: int = INLINE_BYTES, backend: Callable[[], Backend] | None = None,
+           gpu_map: Mapping[int, int] | None = None) -> Deployment:
     """Start every process of `plan` and return once all stages are built.
 
     `device`: auto (CUDA when present, else CPU, with `Deployment.note` saying so), cpu or cuda.
@@ -198,6 +215,8 @@ def launch(plan: Plan, device: str = "auto", *, startup_timeout: float = 120.0,
     (the plan's own `args` win); tests use `{"size": "tiny"}` to shrink the stand-ins.
     `inline_bytes`: a handoff whose tensors take at most this many bytes travels inside its
     message; larger ones go through shared memory (0: always shared memory).
+    `backend`: makes the backend that runs the processes (default: `LocalBackend`, this
+    machine); `gpu_map`: the CUDA device of each logical GPU (see `layout.layout`).
     Raises `LaunchError`, after stopping whatever had started, when any stage fails to build.
     """
     if start_method not in ("forkserver", "spawn"):
@@ -206,7 +225,8 @@ def launch(plan: Plan, device: str = "auto", *, startup_timeout: float = 120.0,
     resolved, note = resolve_device(device)
     deployment = Deployment(plan, device=resolved, note=note, start_method=start_method,
                             startup_timeout=startup_timeout, max_restarts=max_restarts,
-                            factory_defaults=factory_defaults or {}, inline_bytes=inline_bytes)
+                            factory_defaults=factory_defaults or {}, inline_bytes=inline_bytes,
+                            backend=backend, gpu_map=gpu_map)
     _LIVE.add(deployment)
     deployment._start()
     return deployment

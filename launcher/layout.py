@@ -46,8 +46,12 @@ def resolve_device(requested: str) -> tuple[str, str | None]:
 
 
 def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any],
-           inline_bytes: int = 0) -> Layout:
-    """Which process hosts and receives each stage, and the spec of every process."""
+           inline_bytes: int = 0, gpu_map: Mapping[int, int] | None = None) -> Layout:
+    """Which process hosts and receives each stage, and the spec of every process.
+
+    `gpu_map`: the CUDA device each of the plan's logical GPUs is (a replica's physical GPUs on
+    its node; on Ray, 0 for all, since Ray shows each actor only the GPU it assigned it). By
+    default a logical GPU id is its device index."""
     home: dict[str, str] = {}
     for group in plan.groups:
         for stage in group.stages:
@@ -68,10 +72,16 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
     order = [s.name for s in plan.stages]
     entry = tuple(plan.entry_stages) or tuple(s for s in order if not preds[s])
     cuda = device == "cuda"
+
+    def cuda_index(logical: int | None) -> int | None:
+        if logical is None or not cuda:
+            return None
+        return logical if gpu_map is None else gpu_map[logical]
+
     if cuda:
         import torch
 
-        needed = {g for s in plan.stages for g in s.gpus}
+        needed = {cuda_index(g) for s in plan.stages for g in s.gpus}
         count = torch.cuda.device_count()
         if needed and max(needed) >= count:
             raise LaunchError(f"the plan uses GPU {max(needed)} but only {count} CUDA "
@@ -80,7 +90,7 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
     def spec(name: str, rank: int | None = None) -> StageSpec:
         hosted_by = home[name]
         s = plan.stage(name)
-        gpu = (s.gpus[rank or 0] if s.gpus else None) if cuda else None
+        gpu = cuda_index(s.gpus[rank or 0] if s.gpus else None)
         return StageSpec(
             name=name, factory=s.factory, kwargs=tuple(s.factory_kwargs().items()),
             defaults=tuple(defaults.items()),
@@ -92,7 +102,7 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
     units: list[Unit] = []
     for group in plan.groups:
         stages = tuple(s for s in order if s in group.stages)
-        gpu = group.gpu if cuda else None
+        gpu = cuda_index(group.gpu)
         fractions = [plan.stage(s).fraction for s in stages
                      if plan.stage(s).gpus and plan.stage(s).fraction is not None]
         units.append(Unit(group.name, (WorkerSpec(
@@ -104,7 +114,7 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
     ranks: dict[str, list[WorkerSpec]] = {}
     for tp in sorted(plan.tp_processes, key=lambda t: t.rank):
         s = plan.stage(tp.stage)
-        gpu = tp.gpu if cuda else None
+        gpu = cuda_index(tp.gpu)
         ranks.setdefault(tp.stage, []).append(WorkerSpec(
             name=tp.name, stages=(spec(tp.stage, tp.rank),), gpu=gpu,
             memory_fraction=s.fraction if gpu is not None else None, shm_prefix=shm_prefix,

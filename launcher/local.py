@@ -72,6 +72,8 @@ class LocalBackend:
     """`backend.Backend` for one machine. `events`, `start` and `stop` are called from one thread
     (the supervisor's) and `close` after it ended; `send` from any thread."""
 
+    shares_memory = True
+
     def __init__(self, start_method: str = "forkserver") -> None:
         self.token = secrets.token_hex(6)
         self._authkey = secrets.token_bytes(32)
@@ -164,6 +166,9 @@ class LocalBackend:
             _end(handle.process, grace)
         for handle in handles:
             self._forget(handle.spec.name)
+
+    def where(self, process: str) -> dict[str, Any]:
+        return {}
 
     def pids(self) -> dict[str, int]:
         return {name: h.pid for name, h in self._procs.items()}

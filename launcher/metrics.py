@@ -80,59 +80,67 @@ class Sample:
 def render(sample: Sample, accept: str | None = None) -> tuple[str, str]:
     """(exposition, its content type), in the format `accept` (an HTTP Accept header) asks for:
     Prometheus text by default, OpenMetrics when asked."""
+    return render_all([sample], accept)
+
+
+def render_all(samples: list[Sample], accept: str | None = None) -> tuple[str, str]:
+    """`render` for the replicas of one front door: with more than one, every series has a
+    `replica` label (its index)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(sample))
+    registry.register(_Collector(samples))
     encode, content_type = choose_encoder(accept or "")
     return encode(registry).decode("utf-8"), content_type
 
 
 class _Collector:
-    def __init__(self, sample: Sample) -> None:
-        self.sample = sample
+    def __init__(self, samples: list[Sample]) -> None:
+        self.samples = samples
 
     def collect(self) -> Iterator:
-        s = self.sample
+        many = len(self.samples) > 1
+        extra = ["replica"] if many else []
         stage = HistogramMetricFamily(M.STAGE_LATENCY, "Time a stage spent on one invocation.",
-                                      labels=["stage"])
-        for name, hist in s.stage_latency.items():
-            stage.add_metric([name], hist.cumulative(), hist.total)
-        yield stage
+                                      labels=["stage", *extra])
         request = HistogramMetricFamily(M.REQUEST_LATENCY, "Submit to last audio chunk.",
-                                        labels=["model"])
-        request.add_metric([s.model], s.request_latency.cumulative(), s.request_latency.total)
-        yield request
+                                        labels=["model", *extra])
         outcomes = CounterMetricFamily(M.REQUESTS, "Finished requests by outcome.",
-                                       labels=["outcome"])
-        for outcome, n in s.outcomes.items():
-            outcomes.add_metric([outcome], n)
-        yield outcomes
-        yield GaugeMetricFamily(M.REQUESTS_IN_FLIGHT, "Requests submitted, not finished.",
-                                value=s.in_flight)
+                                       labels=["outcome", *extra])
+        in_flight = GaugeMetricFamily(M.REQUESTS_IN_FLIGHT, "Requests submitted, not finished.",
+                                      labels=extra)
         depth = GaugeMetricFamily(M.QUEUE_DEPTH, "Payloads waiting in a stage's inbox.",
-                                  labels=["stage", "process"])
+                                  labels=["stage", "process", *extra])
         rss = GaugeMetricFamily(M.PROCESS_RSS, "Resident memory of a worker process.",
-                                labels=["process"])
+                                labels=["process", *extra])
         restarts = CounterMetricFamily(M.PROCESS_RESTARTS, "Restarts of a worker process.",
-                                       labels=["process"])
+                                       labels=["process", *extra])
         blocks = GaugeMetricFamily(M.SHM_BLOCKS, "Shared-memory blocks a process sends from, by "
                                    "state (lent: a reader still views it).",
-                                   labels=["process", "state"])
+                                   labels=["process", "state", *extra])
         size = GaugeMetricFamily(M.SHM_BYTES, "Size of a process's shared-memory blocks.",
-                                 labels=["process"])
+                                 labels=["process", *extra])
         cuda = GaugeMetricFamily(M.CUDA_ALLOCATED, "torch.cuda.memory_allocated of a worker.",
-                                 labels=["process", "gpu"])
-        for p in s.processes:
-            for name, n in p.depths.items():
-                depth.add_metric([name, p.name], n)
-            if (resident := rss_bytes(p.pid)) is not None:
-                rss.add_metric([p.name], resident)
-            restarts.add_metric([p.name], p.restarts)
-            blocks.add_metric([p.name, "lent"], p.shm.lent)
-            blocks.add_metric([p.name, "free"], p.shm.free)
-            size.add_metric([p.name], p.shm.bytes)
-            if p.cuda_allocated is not None:
-                cuda.add_metric([p.name, str(p.gpu)], p.cuda_allocated)
-        yield from (depth, rss, restarts, blocks, size)
+                                 labels=["process", "gpu", *extra])
+        for i, s in enumerate(self.samples):
+            r = [str(i)] if many else []
+            for name, hist in s.stage_latency.items():
+                stage.add_metric([name, *r], hist.cumulative(), hist.total)
+            request.add_metric([s.model, *r], s.request_latency.cumulative(),
+                               s.request_latency.total)
+            for outcome, n in s.outcomes.items():
+                outcomes.add_metric([outcome, *r], n)
+            in_flight.add_metric(r, s.in_flight)
+            for p in s.processes:
+                for name, n in p.depths.items():
+                    depth.add_metric([name, p.name, *r], n)
+                if (resident := rss_bytes(p.pid)) is not None:
+                    rss.add_metric([p.name, *r], resident)
+                restarts.add_metric([p.name, *r], p.restarts)
+                blocks.add_metric([p.name, "lent", *r], p.shm.lent)
+                blocks.add_metric([p.name, "free", *r], p.shm.free)
+                size.add_metric([p.name, *r], p.shm.bytes)
+                if p.cuda_allocated is not None:
+                    cuda.add_metric([p.name, str(p.gpu), *r], p.cuda_allocated)
+        yield from (stage, request, outcomes, in_flight, depth, rss, restarts, blocks, size)
         if cuda.samples:
             yield cuda
 

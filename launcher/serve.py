@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 import uvicorn
@@ -99,10 +99,13 @@ def _cannot_listen(host: str, port: int, exc: Exception) -> str:
 
 def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port: int = 8000,
           device: str = "auto", *, drain_timeout: float = DRAIN_TIMEOUT_S,
-          out: TextIO | None = None, err: TextIO | None = None, **launch_kwargs: Any) -> int:
+          out: TextIO | None = None, err: TextIO | None = None,
+          start: Callable[[], Any] | None = None, **launch_kwargs: Any) -> int:
     """Serve `plan` on http://host:port until SIGINT/SIGTERM; returns the process exit code.
 
-    `port=0` picks a free port (the ready line says which). `launch_kwargs` go to `launch`.
+    `port=0` picks a free port (the ready line says which). `launch_kwargs` go to `launch`;
+    `start` replaces it (e.g. `replica_set.launch_replicas`: anything with the `Deployment`
+    facade), and is called only once the address is known to be free.
     """
     out, err = out or sys.stdout, err or sys.stderr
     try:
@@ -111,7 +114,7 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
         print(f"error: {_cannot_listen(host, port, exc)}", file=err, flush=True)
         return EXIT_BAD_ADDRESS
     try:
-        deployment = launch(plan, device, **launch_kwargs)
+        deployment = start() if start is not None else launch(plan, device, **launch_kwargs)
     except LaunchError as exc:
         sock.close()
         print(f"error: could not start {plan.model}: {exc}", file=err, flush=True)
@@ -133,8 +136,13 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
         else:
             bound = sock.getsockname()[1]
             procs = ", ".join(deployment.worker_pids())
+            replicas = getattr(deployment, "replicas", None)
+            n = plan.process_count()
+            what = f"{n} process{'es' if n != 1 else ''}"
+            if replicas is not None:
+                what = f"{len(replicas)} replicas on {deployment.backend}, {what} each"
             print(f"ready: {plan.model} on http://{host}:{bound} "
-                  f"({plan.process_count()} processes: {procs}; device {deployment.device}); "
+                  f"({what}: {procs}; device {deployment.device}); "
                   "POST /v1/audio/speech; Ctrl-C to stop", file=out, flush=True)
         while not server.should_exit:
             if deployment.failed.is_set():

@@ -134,15 +134,18 @@ def declared_plan(pipeline: Pipeline) -> Plan:
 
 
 def solve_replicas(pipeline: Pipeline, cluster: Cluster, replicas: int | None,
-                   strategy: Strategy = "pack", requests: Sequence[Request] = ()) -> Result:
+                   strategy: Strategy = "pack", requests: Sequence[Request] = (),
+                   gpus: bool = True) -> Result:
     """`solve_pipeline`, then pack `replicas` copies (None: as many as fit) onto `cluster`.
 
     Single-replica diagnostics come first and stop here; too many replicas is one
-    `insufficient-capacity` diagnostic with the largest number that fits and hints that fit."""
+    `insufficient-capacity` diagnostic with the largest number that fits and hints that fit.
+    `gpus=False` packs by CPUs alone: what `planner serve` does on a cluster without GPUs, where
+    GPU stages run on CPU."""
     result = solve_pipeline(pipeline, requests=requests)
     if not result.ok:
         return dataclasses.replace(result, cluster=cluster)
-    packing = pack(result.plan, cluster, replicas, strategy)
+    packing = pack(result.plan, cluster, replicas, strategy, gpus)
     if packing.fits:
         return dataclasses.replace(result, cluster=cluster, packing=packing)
     diagnostic = _capacity_diagnostic(pipeline, result, cluster, packing, strategy, requests)
@@ -161,7 +164,7 @@ def _capacity_diagnostic(pipeline: Pipeline, result: Result, cluster: Cluster, p
     shortfall = tuple(NodeShortfall(tuple(c.node.name for c in cs), g, cpus, cs[0].most,
                                     cs[0].by_gpu, cs[0].by_cpu)
                       for (g, cpus), cs in kinds.items())
-    sharing = fraction_hint(result.plan)
+    sharing = fraction_hint(result.plan) if packing.demand.gpus else None
     sharing_most = None
     fix = Fix(config=None)
     if sharing:

@@ -115,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, default=8000,
                    help="TCP port, 0 to 65535 (default 8000; 0 picks any free port)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    _add_scale_args(p, cluster=False)
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local: the replicas run on this machine (default); ray: on a Ray "
+                        "cluster, one placement group per replica on its planned node")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="the Ray cluster to run on (e.g. auto, or host:6379); without it, "
+                        "--backend ray starts a local Ray instance and stops it afterwards")
 
     _add_bench_parser(sub)
     _add_tune_parser(sub)
@@ -284,12 +291,13 @@ def _replicas(text: str):
     return value
 
 
-def _add_scale_args(p: argparse.ArgumentParser) -> None:
+def _add_scale_args(p: argparse.ArgumentParser, cluster: bool = True) -> None:
     p.add_argument("--replicas", type=_replicas, metavar="N|max",
                    help="pack N copies of the placement onto the cluster (max: as many as fit)")
-    p.add_argument("--cluster", metavar="FILE|ray",
-                   help="nodes to pack onto: a YAML file (nodes: [{name, gpus, cpus}]) or `ray` "
-                        "for a running Ray cluster (default: this machine)")
+    if cluster:
+        p.add_argument("--cluster", metavar="FILE|ray",
+                       help="nodes to pack onto: a YAML file (nodes: [{name, gpus, cpus}]) or "
+                            "`ray` for a running Ray cluster (default: this machine)")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--pack", dest="strategy", action="store_const", const="pack",
                      help="fewest nodes and GPUs (default)")
@@ -314,17 +322,92 @@ def cmd_solve(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from planner.render.text import render_result
 
-    pipeline, result = _solve(args)
-    if not result.ok:
-        render_result(_console(stderr=True), result)
-        return result.exit_code
-    render_result(_console(), result)
+    if args.ray_address is not None and args.backend != "ray":
+        return _err(f"--ray-address {args.ray_address} is for --backend ray; add --backend ray, "
+                    "or leave out --ray-address to serve on this machine.")
+    if args.replicas is None and args.backend == "local":
+        pipeline, result = _solve(args)
+        if not result.ok:
+            render_result(_console(stderr=True), result)
+            return result.exit_code
+        render_result(_console(), result)
+        serve = _serve_function()
+        if isinstance(serve, int):
+            return serve
+        return serve(result.plan, result.to_dict(), host=args.host, port=args.port,
+                      device=args.device)
+    return _serve_replicas(args)
+
+
+def _serve_function():
+    """`launcher.serve.serve`, or the exit code of the error saying which extra is missing."""
     try:
         from launcher.serve import serve
     except ImportError as exc:
         return _err(f"`planner serve` needs the serve extra ({exc.name} is missing); install it "
                     "with `pip install 'stage-planner[serve]'`.")
-    return serve(result.plan, result.to_dict(), host=args.host, port=args.port, device=args.device)
+    return serve
+
+
+def _serve_replicas(args: argparse.Namespace) -> int:
+    """Replicas: pack them onto this machine (local) or the Ray cluster, and explain what does not
+    fit before anything starts. On a cluster without GPUs, GPU stages run on CPU and only CPUs
+    count."""
+    from planner.render.text import render_result
+
+    serve = _serve_function()
+    if isinstance(serve, int):
+        return serve
+    from launcher.errors import LaunchError
+    from launcher.replica_set import launch_replicas
+
+    session = None
+    try:
+        if args.backend == "ray":
+            from launcher.ray_backend import RaySession
+
+            session = RaySession(args.ray_address)
+            cluster = session.cluster()
+        else:
+            from planner.cluster import this_machine
+
+            cluster = this_machine()
+    except LaunchError as exc:
+        return _err(str(exc))
+    try:
+        pipeline = load_pipeline(model_path=args.model_path, config=args.config,
+                                 variant=args.variant)
+        requests = from_options(args.isolate_stage, args.stage_process)
+        replicas = 1 if args.replicas is None else (
+            None if args.replicas == "max" else args.replicas)
+        from planner.api import solve_replicas
+
+        result = solve_replicas(pipeline, cluster, replicas, args.strategy, requests,
+                                gpus=cluster.gpu_count > 0)
+        if not result.ok:
+            render_result(_console(stderr=True), result)
+            if session is not None:
+                session.close()
+            return result.exit_code
+    except BaseException:
+        if session is not None:
+            session.close()
+        raise
+    render_result(_console(), result)
+    if cluster.gpu_count == 0:
+        print(f"note: {cluster.source} has no GPUs: GPU stages run on CPU and each replica "
+              "needs only its CPUs (one per process)", file=sys.stderr, flush=True)
+
+    def start():
+        return launch_replicas(result.plan, result.packing, args.device, backend=args.backend,
+                               session=session)
+
+    try:
+        return serve(result.plan, result.to_dict(), host=args.host, port=args.port,
+                     device=args.device, start=start)
+    finally:
+        if session is not None:
+            session.close()
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,9 @@ class Node:
     name: str
     gpus: int
     cpus: int | None = None  # None: not limited
+    # The node's id in Ray, for nodes read from a running Ray cluster: where `planner serve
+    # --backend ray` pins the replicas planned on it. Not part of the node's identity.
+    ray_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ def from_ray(address: str | None = None) -> Cluster:
             res = n.get("Resources", {})
             name = n.get("NodeName") or f"node{i}"
             nodes.append(Node(f"{name}-{n['NodeID'][:6]}", int(res.get("GPU", 0)),
-                              int(res.get("CPU", 0)) or None))
+                              int(res.get("CPU", 0)), ray_id=n["NodeID"]))
         return Cluster(tuple(nodes), source="ray")
     finally:
         if started:

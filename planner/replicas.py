@@ -39,8 +39,12 @@ class Demand:
     limit: int  # per physical GPU, units
 
     @classmethod
-    def of(cls, plan: Plan) -> Demand:
+    def of(cls, plan: Plan, gpus: bool = True) -> Demand:
+        """`gpus=False`: the cluster has no GPUs and GPU stages run on CPU, so a replica needs
+        only its CPUs."""
         limit = to_units(plan.gpus[0].limit) if plan.gpus else SCALE
+        if not gpus:
+            return cls((), plan.process_count(), limit)
         gpus = []
         for g in plan.gpus:
             on = [s for s in plan.stages if g.id in s.gpus]
@@ -109,8 +113,8 @@ def _place_on_node(demand: Demand, gpus: int, k: int, strategy: Strategy
     """k replicas on one node with `gpus` GPUs: (cp_model status, per replica the logical ->
     physical GPU map) or None when they do not fit."""
     logical = [l for l, _ in demand.gpus]
-    if k == 0:
-        return cp_model.OPTIMAL, ()
+    if k == 0 or not logical:  # nothing to place on GPUs (none asked for, or no replica)
+        return cp_model.OPTIMAL, tuple(() for _ in range(k))
     if len(logical) > gpus:
         return cp_model.INFEASIBLE, None
     m = cp_model.CpModel()
@@ -155,7 +159,7 @@ def _place_on_node(demand: Demand, gpus: int, k: int, strategy: Strategy
 
 def _upper_bound(demand: Demand, node: Node) -> int:
     if not demand.gpus:
-        return node.cpus // demand.cpus if node.cpus else 1 << 16
+        return node.cpus // demand.cpus if node.cpus is not None else 1 << 16
     total = sum(d for _, d in demand.gpus)
     bound = node.gpus * demand.limit // total if total else 1 << 16
     for _, d in demand.gpus:
@@ -166,7 +170,7 @@ def _upper_bound(demand: Demand, node: Node) -> int:
 @functools.lru_cache(maxsize=64)
 def node_capacity(demand: Demand, node: Node) -> NodeCapacity:
     """The most replicas `node` holds: CP-SAT proves k fits and k + 1 does not."""
-    by_cpu = node.cpus // demand.cpus if node.cpus else None
+    by_cpu = node.cpus // demand.cpus if node.cpus is not None else None
     if demand.gpus and len(demand.gpus) > node.gpus:
         return NodeCapacity(node, 0, True, 0, by_cpu)
     by_gpu = _upper_bound(demand, node)
@@ -199,9 +203,10 @@ def _counts(capacity: list[NodeCapacity], n: int, strategy: Strategy) -> list[in
 
 
 def pack(plan: Plan, cluster: Cluster, replicas: int | None,
-         strategy: Strategy = "pack") -> Packing:
-    """Place `replicas` copies of `plan` (None: as many as fit) on `cluster`."""
-    demand = Demand.of(plan)
+         strategy: Strategy = "pack", gpus: bool = True) -> Packing:
+    """Place `replicas` copies of `plan` (None: as many as fit) on `cluster`; with
+    `gpus=False` (a cluster without GPUs, GPU stages on CPU) by CPUs alone."""
+    demand = Demand.of(plan, gpus)
     capacity = [node_capacity(demand, node) for node in cluster.nodes]
     most = sum(c.most for c in capacity)
     n = most if replicas is None else replicas

@@ -1,0 +1,113 @@
+"""Replicas on a local multi-node Ray cluster (`ray.cluster_utils.Cluster`, started once for this
+module): nodes declare GPUs by count, so placement is exercised without real GPUs, and the
+stages run on CPU as they do on any machine without CUDA."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
+from ray.cluster_utils import Cluster as RayCluster  # noqa: E402
+from ray.util import placement_group_table  # noqa: E402
+
+import planner  # noqa: E402
+from launcher import launch  # noqa: E402
+from launcher.ray_backend import RaySession  # noqa: E402
+from launcher.replica_set import launch_replicas  # noqa: E402
+from planner.api import solve_replicas  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+TINY = {"size": "tiny"}
+TEXTS = ["hello from a replica", "a second, longer sentence for the other one"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head without resources and two worker nodes with 2 GPUs and 4 CPUs each."""
+    c = RayCluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    for _ in range(2):
+        c.add_node(num_cpus=4, num_gpus=2)
+    c.wait_for_nodes()
+    ray.init(address=c.address, logging_level="ERROR", log_to_driver=False)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def _pg_states() -> dict[str, str]:
+    return {k: v["state"] for k, v in placement_group_table().items()}
+
+
+def _stage_planner_actors() -> list[str]:
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+            if a["name"].startswith("stage-planner-")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_replicas_run_where_planned_share_gpus_as_planned_and_stop_without_a_trace(cluster):
+    session = RaySession(cluster.address)
+    nodes = session.cluster()
+    result = solve_replicas(planner.load_pipeline(model_path="higgs-tts"), nodes, 2, "spread")
+    assert result.ok
+    planned = {r.index: r.node for r in result.packing.replicas}
+    assert len(set(planned.values())) == 2  # spread: one per worker node
+    ray_id = {n.name: n.ray_id for n in nodes.nodes}
+    before = set(_pg_states())
+
+    replicas = launch_replicas(result.plan, result.packing, "cpu", backend="ray",
+                               session=session, factory_defaults=TINY)
+    try:
+        health = replicas.health()
+        assert health["status"] == "ok" and health["backend"] == "ray"
+        used: dict[tuple[str, str], float] = {}
+        for report in health["replicas"]:
+            procs = report["processes"]
+            # on the node the planner chose
+            assert {p["node"] for p in procs} == {ray_id[planned[report["index"]]]}
+            # the three processes of logical GPU 0 were given one and the same GPU by Ray
+            (gpu_ids,) = {tuple(p["ray_gpu_ids"]) for p in procs}
+            assert len(gpu_ids) == 1
+            key = (procs[0]["node"], gpu_ids[0])
+            used[key] = used.get(key, 0.0) + result.plan.gpus[0].total
+        assert all(total <= result.plan.gpus[0].limit for total in used.values()), used
+
+        # every replica answers, with the audio the local backend gives
+        with launch(result.plan, device="cpu", factory_defaults=TINY) as local:
+            expected = [local.synthesize(t, timeout=60).samples for t in TEXTS]
+        for d in replicas.replicas:
+            for text, want in zip(TEXTS, expected):
+                assert torch.equal(d.synthesize(text, timeout=60).samples, want)
+
+        # a killed actor is restarted like a dead local worker, and its replica serves again
+        victim = replicas.replicas[1]
+        old = victim.health()["processes"][1]
+        ray.kill(ray.get_actor(old["ray_actor_name"]))
+        deadline = time.monotonic() + 60
+        while True:
+            now = victim.health()["processes"][1]
+            if now["state"] == "ready" and now["pid"] != old["pid"]:
+                break
+            assert time.monotonic() < deadline, victim.health()
+            time.sleep(0.1)
+        assert now["restarts"] == 1 and now["ray_actor_id"] != old["ray_actor_id"]
+        assert torch.equal(victim.synthesize(TEXTS[0], timeout=60).samples, expected[0])
+        pids = [p["pid"] for r in replicas.health()["replicas"] for p in r["processes"]]
+    finally:
+        replicas.close()
+    assert not _stage_planner_actors()
+    assert all(state == "REMOVED" for pg, state in _pg_states().items() if pg not in before)
+    assert not [p for p in pids if _alive(p)]
