@@ -130,9 +130,11 @@ def test_help_is_useful_on_every_command():
     assert "--isolate-stage" in run("solve", "--help").stdout
 
 
-def test_solve_path_never_imports_torch():
-    code = ("import sys, planner.cli; planner.cli.main(['solve', 'qwen3-tts', '--format', 'json']);"
-            "assert 'torch' not in sys.modules, 'torch imported'")
+def test_solve_path_never_imports_torch_or_ray():
+    code = ("import sys, planner.cli; planner.cli.main(['solve', 'qwen3-tts', '--replicas', "
+            "'max', '--cluster', 'tests/planner/data/cluster.yaml', '--format', 'json']);"
+            "assert 'torch' not in sys.modules, 'torch imported';"
+            "assert 'ray' not in sys.modules, 'ray imported'")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
     assert out.returncode == 0, out.stderr
 

@@ -132,3 +132,16 @@ def test_cli_json_and_cluster_file_errors(tmp_path):
     assert "nodes[0].gpus" in out.stdout + out.stderr
     with pytest.raises(ConfigError, match="--cluster: .*missing.yaml is not a file"):
         load_cluster(tmp_path / "missing.yaml")
+
+
+def test_on_a_cluster_without_gpus_replicas_are_limited_by_cpus_alone():
+    """What `planner serve` packs on a machine without GPUs, where GPU stages run on CPU."""
+    pl = planner.load_pipeline(model_path="higgs-tts")  # 3 processes sharing logical GPU 0
+    laptop = Cluster((Node("laptop", 0, 8),))
+    assert not solve_replicas(pl, laptop, 1).ok  # by GPUs, not even one
+    fits = solve_replicas(pl, laptop, 2, gpus=False)
+    assert fits.ok and [r.gpus for r in fits.packing.replicas] == [(), ()]
+    too_many = solve_replicas(pl, laptop, 3, gpus=False)
+    assert [d.code for d in too_many.diagnostics] == ["insufficient-capacity"]
+    assert too_many.packing.most == 2  # 8 CPUs // 3 processes
+    assert "--replicas 2" in too_many.diagnostics[0].hint

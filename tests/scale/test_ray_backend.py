@@ -111,3 +111,52 @@ def test_replicas_run_where_planned_share_gpus_as_planned_and_stop_without_a_tra
     assert not _stage_planner_actors()
     assert all(state == "REMOVED" for pg, state in _pg_states().items() if pg not in before)
     assert not [p for p in pids if _alive(p)]
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _planner(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "planner", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, **kw)
+
+
+def test_more_replicas_than_the_ray_cluster_holds_are_explained_before_ray_is_asked(cluster):
+    before = _pg_states()
+    proc = _planner("serve", "higgs-tts", "--replicas", "5", "--backend", "ray",
+                    "--ray-address", cluster.address, "--port", "0")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    # 4 CPUs a node and 3 processes a replica: the CPUs run out first, at one replica a node
+    assert "error[insufficient-capacity]" in err and "at most 2 do" in err, err
+    assert "--replicas 2" in err
+    assert _pg_states() == before and not _stage_planner_actors()
+
+
+def test_planner_serve_on_ray_answers_over_http_and_ctrl_c_removes_everything(cluster):
+    import httpx
+    import re
+    import signal
+
+    before = set(_pg_states())
+    proc = _planner("serve", "qwen3-tts", "--replicas", "2", "--backend", "ray",
+                    "--ray-address", cluster.address, "--port", "0")
+    try:
+        for line in proc.stdout:
+            if line.startswith("ready:"):
+                break
+        url = re.search(r"http://[\d.]+:\d+", line).group()
+        assert "2 replicas on ray" in line
+        r = httpx.post(f"{url}/v1/audio/speech", json={"input": TEXTS[0]}, timeout=60)
+        assert r.status_code == 200 and r.content[:4] == b"RIFF"
+        health = httpx.get(f"{url}/health").json()
+        assert [rep["status"] for rep in health["replicas"]] == ["ok", "ok"]
+        assert all(p["ray_actor_id"] for rep in health["replicas"] for p in rep["processes"])
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not _stage_planner_actors()
+    assert all(state == "REMOVED" for pg, state in _pg_states().items() if pg not in before)
