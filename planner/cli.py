@@ -395,8 +395,9 @@ def _serve_replicas(args: argparse.Namespace) -> int:
         raise
     render_result(_console(), result)
     if cluster.gpu_count == 0:
-        print(f"note: {cluster.source} has no GPUs: GPU stages run on CPU and each replica "
-              "needs only its CPUs (one per process)", file=sys.stderr, flush=True)
+        where = "the Ray cluster" if args.backend == "ray" else "this machine"
+        print(f"note: {where} has no GPUs: GPU stages run on CPU and each replica needs only "
+              "its CPUs (one per process)", file=sys.stderr, flush=True)
 
     def start():
         return launch_replicas(result.plan, result.packing, args.device, backend=args.backend,
