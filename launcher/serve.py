@@ -140,7 +140,8 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
             n = plan.process_count()
             what = f"{n} process{'es' if n != 1 else ''}"
             if replicas is not None:
-                what = f"{len(replicas)} replicas on {deployment.backend}, {what} each"
+                k = len(replicas)
+                what = f"{k} replica{'s' if k != 1 else ''} on {deployment.backend}, {what} each"
             print(f"ready: {plan.model} on http://{host}:{bound} "
                   f"({what}: {procs}; device {deployment.device}); "
                   "POST /v1/audio/speech; Ctrl-C to stop", file=out, flush=True)
