@@ -29,10 +29,11 @@ from datetime import date
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import planner  # noqa: E402
-from launcher.bench.machine import cpu_model  # noqa: E402
-from launcher.replica_set import launch_replicas  # noqa: E402
-from launcher_overhead import KIB, null_pipeline  # noqa: E402
+from launcher_overhead import KIB, null_pipeline
+
+import planner
+from launcher.bench.machine import cpu_model
+from launcher.replica_set import launch_replicas
 
 CONCURRENCY = 16
 

@@ -4,6 +4,7 @@ re-decides it."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -124,9 +125,13 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
     return Layout(tuple(units), home, entry)
 
 
-def with_init_method(unit: Unit, init_method: str) -> Unit:
-    """The unit with a fresh torch.distributed rendezvous address for its ranks (new per start)."""
+def with_fresh_rendezvous(unit: Unit) -> Unit:
+    """The unit with a fresh torch.distributed rendezvous address for its ranks (new per start:
+    a restarted unit must not meet its dead incarnation's port). Its ranks run on one machine."""
     if not unit.workers or unit.workers[0].tp is None:
         return unit
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        init_method = f"tcp://127.0.0.1:{s.getsockname()[1]}"
     return replace(unit, workers=tuple(
         replace(w, tp=replace(w.tp, init_method=init_method)) for w in unit.workers))

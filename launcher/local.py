@@ -25,7 +25,6 @@ import os
 import secrets
 import selectors
 import signal
-import socket
 import threading
 import time
 from collections.abc import Iterable
@@ -34,7 +33,7 @@ from typing import Any
 
 from . import ipc
 from .backend import Event, Exited, Received, Unit
-from .layout import with_init_method
+from .layout import with_fresh_rendezvous
 from .links import LocalChannel
 from .protocol import FrameReader, Stop, ToWorker, decode, encode
 from .specs import WorkerSpec
@@ -88,8 +87,7 @@ class LocalBackend:
         _helpers.acquire()
 
     def start(self, unit: Unit) -> dict[str, int]:
-        if unit.workers and unit.workers[0].tp is not None:
-            unit = with_init_method(unit, f"tcp://127.0.0.1:{_free_port()}")
+        unit = with_fresh_rendezvous(unit)
         pids = {}
         for spec in unit.workers:
             self._forget(spec.name)
@@ -213,12 +211,6 @@ def _end(process: Any, grace: float) -> None:
     if process.is_alive():
         process.kill()
         process.join(1.0)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Helpers:

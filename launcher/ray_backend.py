@@ -38,7 +38,7 @@ from planner import Cluster, Node, Plan
 from . import ipc
 from .backend import Event, Exited, Received, Unit
 from .errors import LaunchError
-from .layout import with_init_method
+from .layout import with_fresh_rendezvous
 from .protocol import FrameReader, ToWorker, decode, encode
 from .ray_bundles import ReplicaBundles
 from .specs import WorkerSpec
@@ -129,7 +129,7 @@ class RayBackend:
             bundle_label_selector=[{"ray.io/node-id": node.ray_id}] * len(resources))
         try:
             ray.get(self._pg.ready(), timeout=ready_timeout)
-        except Exception as exc:  # GetTimeoutError, or the group was removed meanwhile
+        except Exception as exc:  # noqa: BLE001 - GetTimeoutError, or the group was removed
             ray.util.remove_placement_group(self._pg)
             raise LaunchError(
                 f"Ray did not reserve replica {replica}'s resources {resources} on node "
@@ -153,8 +153,7 @@ class RayBackend:
         ray = _ray()
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        if unit.workers and unit.workers[0].tp is not None:
-            unit = with_init_method(unit, f"tcp://127.0.0.1:{_free_port()}")
+        unit = with_fresh_rendezvous(unit)
         started = []
         for spec in unit.workers:
             self._forget(spec.name)
@@ -361,12 +360,6 @@ def _running(pid: int) -> bool:
     except PermissionError:
         pass  # a process of another user: not ours, yet there
     return True
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _HOST = None

@@ -326,7 +326,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _err(f"--ray-address {args.ray_address} is for --backend ray; add --backend ray, "
                     "or leave out --ray-address to serve on this machine.")
     if args.replicas is None and args.backend == "local":
-        pipeline, result = _solve(args)
+        _, result = _solve(args)
         if not result.ok:
             render_result(_console(stderr=True), result)
             return result.exit_code

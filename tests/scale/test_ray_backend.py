@@ -4,7 +4,6 @@ stages run on CPU as they do on any machine without CUDA."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,14 +13,15 @@ import pytest
 import torch
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
-from ray.cluster_utils import Cluster as RayCluster  # noqa: E402
-from ray.util import placement_group_table  # noqa: E402
+from ray.cluster_utils import Cluster as RayCluster
+from ray.util import placement_group_table
 
-import planner  # noqa: E402
-from launcher import launch  # noqa: E402
-from launcher.ray_backend import RaySession  # noqa: E402
-from launcher.replica_set import launch_replicas  # noqa: E402
-from planner.api import solve_replicas  # noqa: E402
+import planner
+from launcher import launch
+from launcher.ray_backend import RaySession
+from launcher.replica_set import launch_replicas
+from planner.api import solve_replicas
+from tests.launcher.conftest import pid_alive
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 TINY = {"size": "tiny"}
@@ -48,14 +48,6 @@ def _pg_states() -> dict[str, str]:
 def _stage_planner_actors() -> list[str]:
     return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
             if a["name"].startswith("stage-planner-")]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_replicas_run_where_planned_share_gpus_as_planned_and_stop_without_a_trace(cluster):
@@ -110,7 +102,7 @@ def test_replicas_run_where_planned_share_gpus_as_planned_and_stop_without_a_tra
         replicas.close()
     assert not _stage_planner_actors()
     assert all(state == "REMOVED" for pg, state in _pg_states().items() if pg not in before)
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids if pid_alive(p)]
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -126,7 +118,7 @@ def test_more_replicas_than_the_ray_cluster_holds_are_explained_before_ray_is_as
     before = _pg_states()
     proc = _planner("serve", "higgs-tts", "--replicas", "5", "--backend", "ray",
                     "--ray-address", cluster.address, "--port", "0")
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     # 4 CPUs a node and 3 processes a replica: the CPUs run out first, at one replica a node
     assert "error[insufficient-capacity]" in err and "at most 2 do" in err, err
@@ -135,9 +127,10 @@ def test_more_replicas_than_the_ray_cluster_holds_are_explained_before_ray_is_as
 
 
 def test_planner_serve_on_ray_answers_over_http_and_ctrl_c_removes_everything(cluster):
-    import httpx
     import re
     import signal
+
+    import httpx
 
     before = set(_pg_states())
     proc = _planner("serve", "qwen3-tts", "--replicas", "2", "--backend", "ray",
