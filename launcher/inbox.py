@@ -13,7 +13,7 @@ import time
 from collections import deque
 from typing import Any, Protocol
 
-from .protocol import Deliver, FrameReader, decode, encode
+from .protocol import Deliver, FrameReader, decode, encode, write_frame
 
 
 class _Channel(Protocol):
@@ -38,7 +38,7 @@ class Link:
     def send(self, message: Any) -> None:
         data = encode(message)
         with self.lock:
-            self.conn.send_bytes(data)
+            write_frame(self.conn, data)
 
 
 class Watch:

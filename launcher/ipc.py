@@ -134,13 +134,15 @@ class SegmentPool:
 
     def pack(self, data: Mapping[str, Any], destination: str) -> Packed:
         """Copy the tensors of `data` into a block lent to `destination`; values go by value."""
-        tensors = {k: v.detach() for k, v in data.items() if isinstance(v, torch.Tensor)}
-        values = {k: v for k, v in data.items() if not isinstance(v, torch.Tensor)}
-        refs, used = [], 0
-        for key, t in tensors.items():
-            nbytes = t.numel() * t.element_size()
-            refs.append(TensorRef(key, str(t.dtype).removeprefix("torch."), tuple(t.shape),
-                                  used, nbytes))
+        tensors, values, refs, used = {}, {}, [], 0
+        for key, v in data.items():  # one pass: this runs on every handoff
+            if not isinstance(v, torch.Tensor):
+                values[key] = v
+                continue
+            tensors[key] = t = v.detach()
+            nbytes = t.nbytes
+            dtype = _DTYPE_NAMES.get(t.dtype) or str(t.dtype).removeprefix("torch.")
+            refs.append(TensorRef(key, dtype, tuple(t.shape), used, nbytes))
             used += -(-nbytes // _ALIGN) * _ALIGN
         if used == 0:  # only empty tensors (or none): their shapes say everything
             return Packed(None, tuple(refs), values)
@@ -237,13 +239,14 @@ def _inline(refs: list[TensorRef], tensors: Mapping[str, torch.Tensor], used: in
         t = tensors[ref.key]
         if not ref.nbytes:
             continue
-        if t.device.type == "cpu" and t.dtype in _NUMPY_DTYPES:
+        if t.is_cpu and t.dtype in _NUMPY_DTYPES:
             try:
-                view[ref.offset:ref.offset + ref.nbytes] = memoryview(
-                    t.reshape(-1).numpy()).cast("B")
+                view[ref.offset:ref.offset + ref.nbytes] = memoryview(t.numpy()).cast("B")
                 continue
             except (RuntimeError, TypeError, ValueError):
-                pass  # a lazy view numpy refuses (conjugate, negative bit): torch copies it
+                # a lazy view numpy refuses (conjugate, negative bit), or a strided one a flat
+                # byte view cannot cast: torch copies it
+                pass
         rest.append(ref)
     if rest:
         _copy_in(torch.frombuffer(out, dtype=torch.uint8), rest, tensors)
@@ -253,6 +256,9 @@ def _inline(refs: list[TensorRef], tensors: Mapping[str, torch.Tensor], used: in
 _NUMPY_DTYPES = {torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
                  torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64,
                  torch.complex128}
+# torch.float32 -> "float32" (what `_dtype` reads back), without formatting a string per tensor
+_DTYPE_NAMES = {d: str(d).removeprefix("torch.") for d in vars(torch).values()
+                if isinstance(d, torch.dtype)}
 
 
 def _copy_in(dst: torch.Tensor, refs: list[TensorRef], tensors: Mapping[str, torch.Tensor]) -> None:
@@ -319,9 +325,10 @@ class Receiver:
                 if packed.inline is None or ref.nbytes == 0:
                     data[ref.key] = torch.empty(ref.shape, dtype=dtype)
                 else:  # a view of the message's own bytes: the message is this reader's copy
-                    data[ref.key] = torch.frombuffer(
-                        packed.inline, dtype=dtype, offset=ref.offset,
-                        count=ref.nbytes // dtype.itemsize).view(ref.shape)
+                    t = torch.frombuffer(packed.inline, dtype=dtype, offset=ref.offset,
+                                         count=ref.nbytes // dtype.itemsize)
+                    # (a 1-D tensor has its shape already; `view` costs more than the rest)
+                    data[ref.key] = t if len(ref.shape) == 1 else t.view(ref.shape)
             return data
         if self._thread is None:
             self._start()

@@ -33,7 +33,7 @@ from .inbox import Link, StageInbox, Watch
 from .ipc import safe_name
 from .protocol import (
     BOOKKEEPING, Deliver, FrameReader, Free, FromWorker, Hello, PeerGone, ToPeer, ToWorker, decode,
-    encode,
+    encode, write_frame,
 )
 
 LISTEN_RETRY_S = 2.0  # a dead incarnation may hold the address for a moment after it died
@@ -80,7 +80,7 @@ class LocalChannel:
                 if part:
                     data = encode(part)
                     with lock:
-                        conn.send_bytes(data)
+                        write_frame(conn, data)
         except (OSError, ValueError):
             raise EOFError("the supervisor is gone") from None
 

@@ -35,7 +35,7 @@ from . import ipc
 from .backend import Event, Exited, Received, Unit
 from .layout import with_fresh_rendezvous
 from .links import LocalChannel
-from .protocol import FrameReader, Stop, ToWorker, decode, encode
+from .protocol import FrameReader, Stop, ToWorker, decode, encode, write_frame
 from .specs import WorkerSpec
 
 PRELOAD = ["launcher.local", "launcher.worker", "launcher.standins"]
@@ -113,7 +113,7 @@ class LocalBackend:
         data = encode(message)
         try:
             with handle.lock:
-                handle.conn.send_bytes(data)
+                write_frame(handle.conn, data)
             return True
         except (OSError, ValueError):
             return False  # dead or closed: its exit is reported by `events`

@@ -22,10 +22,11 @@ serves to judge deaths, so a backend may deliver it late, as long as it never de
 the `Exited` of a process it was sent before; a `Cancel` therefore goes to every process.
 
 Tensors never travel in these messages as tensors: `ipc.Packed` carries them by reference to a
-shared block or, when small, as raw bytes. On the wire a frame is `encode`d with plain pickle
-(no file descriptor or connection ever travels, so multiprocessing's reducers are not needed, and
-plain pickle is twice as fast); a worker's frame to the supervisor is a tuple of messages, sent
-together (a terminal `Result` with the `Released` that follows it, say).
+shared block or, when small, as raw bytes. On the wire a frame is `encode`d as plain tuples
+with plain pickle (see "the wire form" below; no file descriptor or connection ever travels, so
+multiprocessing's reducers are not needed) and written with `write_frame`; a worker's frame to
+the supervisor is a tuple of messages, sent together (a terminal `Result` with the `Released`
+that follows it, say).
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from __future__ import annotations
 import os
 import pickle
 import struct
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from multiprocessing.connection import Connection
+from operator import attrgetter
 
-from .ipc import Packed, PoolUsage
+from .ipc import Packed, PoolUsage, TensorRef
 
 # -- to a worker (from the supervisor; Deliver and Free also from a peer) ------------------------
 
@@ -198,12 +201,75 @@ MESSAGES: tuple[type, ...] = (
 
 
 
+# -- the wire form ---------------------------------------------------------------------------------
+# A message travels as a flat tuple: its class's index in MESSAGES, then its fields in order, with
+# a `Packed` (and its `TensorRef`s) flattened to tuples too; a frame of several messages travels
+# as a list of those. Pickle then sees only builtins, which it writes and reads several times
+# faster than the dataclasses themselves (which it reduces and rebuilds through copyreg): a
+# 1 KiB `Deliver` takes ~2 us to encode and ~3.5 us to decode instead of 5 and 5, and a handoff
+# pays both for its payload and again for its bookkeeping.
+
+def _getter(cls: type) -> Callable[[object], tuple]:
+    """A message's fields as a tuple, in order (`attrgetter` returns a bare value for one name)."""
+    names = [f.name for f in fields(cls)]
+    if len(names) > 1:
+        return attrgetter(*names)
+    return lambda message: tuple(getattr(message, name) for name in names)
+
+
+_INDEX = {cls: i for i, cls in enumerate(MESSAGES)}
+_FIELDS = {cls: _getter(cls) for cls in MESSAGES}
+_CARRIES_PACKED = (Deliver, Result)  # their last field is a Packed
+
+
+def _flat(message: object) -> tuple:
+    cls = type(message)
+    if cls in _CARRIES_PACKED:
+        *head, p = _FIELDS[cls](message)
+        refs = tuple((r.key, r.dtype, r.shape, r.offset, r.nbytes) for r in p.tensors)
+        return (_INDEX[cls], *head, (p.segment, refs, p.values, p.lease, p.used, p.inline))
+    return (_INDEX[cls], *_FIELDS[cls](message))
+
+
+def _message(flat: tuple) -> object:
+    cls = MESSAGES[flat[0]]
+    if cls in _CARRIES_PACKED:
+        segment, refs, values, lease, used, inline = flat[-1]
+        packed = Packed(segment, tuple(TensorRef(*r) for r in refs), values, lease, used, inline)
+        return cls(*flat[1:-1], packed)
+    return cls(*flat[1:])
+
+
 def encode(frame: object) -> bytes:
-    return pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+    """One message, or a tuple of messages sent together."""
+    if type(frame) is tuple:
+        return pickle.dumps([_flat(m) for m in frame], protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps(_flat(frame), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def decode(data: bytes) -> object:
-    return pickle.loads(data)
+    """What `encode` was given: a message, or a tuple of messages."""
+    wire = pickle.loads(data)
+    if type(wire) is list:
+        return tuple(_message(flat) for flat in wire)
+    return _message(wire)
+
+
+_LENGTH = struct.Struct("!i")
+_LONG_LENGTH = struct.Struct("!iQ")
+
+
+def write_frame(conn: Connection, data: bytes) -> None:
+    """Write `data` as `conn.send_bytes(data)` would, in one system call and without its checks
+    (a handoff pays this on every message): a closed `conn` raises OSError, as there."""
+    fd = conn.fileno()
+    n = len(data)
+    head = _LENGTH.pack(n) if n <= 0x7FFFFFFF else _LONG_LENGTH.pack(-1, n)
+    sent = os.writev(fd, (head, data))
+    if sent < len(head) + n:  # a signal cut the write short (rare): write the rest as it goes
+        rest = memoryview(head + data)[sent:]
+        while rest:
+            rest = rest[os.write(fd, rest):]
 
 
 class FrameReader:

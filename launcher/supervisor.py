@@ -137,8 +137,16 @@ class Supervisor:
             self.finish(msg.request_id, StageFailed(
                 f"terminal stage '{msg.stage}' returned no 'audio' tensor (keys: {sorted(data)})"))
             return
-        # A copy: a view would pin the worker's shared block for as long as the client keeps it.
-        handle._chunk(audio.reshape(-1).to(torch.float32, copy=True))
+        # The client gets samples of its own. A view of a shared block would pin the worker's
+        # block for as long as the client keeps it: copied. A payload that came inside its
+        # message already is this process's own copy (at most `inline_bytes` of it stays pinned):
+        # float32 audio of it is used as it is. Every torch call here also lets the client
+        # threads take the GIL, so the fewer the better.
+        if audio.dim() != 1:
+            audio = audio.reshape(-1)
+        if msg.packed.segment is not None or audio.dtype != torch.float32:
+            audio = audio.to(torch.float32, copy=True)
+        handle._chunk(audio)
         del audio, data
         if msg.last:
             closed = self.table.close(msg.request_id, "ok")

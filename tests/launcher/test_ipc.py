@@ -180,12 +180,13 @@ def test_small_payloads_travel_inline_exactly_and_need_no_block(dtype):
     with ipc.SegmentPool(PREFIX, "sender", inline_bytes=1 << 16) as pool:
         data = {"a": (torch.randn(3, 5) * 100).to(dtype), "strided": torch.arange(20).reshape(
             4, 5).T.to(dtype), "scalar": torch.tensor(7).to(dtype),
-            "empty": torch.empty(0, 2, dtype=dtype), "text": "hi"}
+            "empty": torch.empty(0, 2, dtype=dtype), "flat": torch.arange(6).to(dtype),
+            "text": "hi"}
         packed = pool.pack(data, "dest")
         assert packed.segment is None and packed.inline is not None and not pool.names()
         out = ipc.Receiver(lambda *_: pytest.fail("an inline payload has no lease")).unpack(
             packed)
-        for key in ("a", "strided", "scalar", "empty"):
+        for key in ("a", "strided", "scalar", "empty", "flat"):
             assert out[key].dtype == dtype and torch.equal(out[key], data[key])
         assert out["text"] == "hi"
         big = pool.pack({"t": torch.zeros(1 << 15)}, "dest")  # 128 KiB: over the limit

@@ -1,10 +1,11 @@
 """Every message type survives the wire (a real pipe, as the local backend sends it) unchanged,
-and is told apart by `match` on its class, as both sides dispatch it."""
+and is told apart by `match` on its class, as both sides dispatch it; frames keep their bounds."""
 
 from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
+import threading
 
 import pytest
 
@@ -104,7 +105,7 @@ def kind(message) -> str:
 @pytest.mark.parametrize("message", EXAMPLES, ids=lambda m: type(m).__name__)
 def test_round_trip_through_a_pipe(message, pipe):
     a, b = pipe
-    a.send_bytes(protocol.encode(message))
+    protocol.write_frame(a, protocol.encode(message))
     back = protocol.decode(b.recv_bytes())
     assert back == message and type(back) is type(message)
     assert kind(back) == kind(message)
@@ -119,8 +120,37 @@ def test_a_frame_carries_several_messages_in_order(pipe):
     assert protocol.decode(b.recv_bytes()) == frame
 
 
+def test_frames_written_at_once_are_read_back_whole_and_in_order(pipe):
+    a, b = pipe
+    sizes = [0, 1, 3, 70_000, 5]  # one larger than a socket's buffer: written in several calls
+    frames = [bytes([n % 251]) * n for n in sizes]
+    reader, got = protocol.FrameReader(b.fileno()), []
+
+    def read_all() -> None:
+        while len(got) < len(frames):
+            got.extend(reader.read())
+
+    t = threading.Thread(target=read_all)
+    t.start()
+    for frame in frames:
+        protocol.write_frame(a, frame)
+    t.join(10)
+    assert got == frames
+    protocol.write_frame(a, b"as send_bytes writes it")
+    assert b.recv_bytes() == b"as send_bytes writes it"
+
+
+def test_a_closed_connection_refuses_a_frame():
+    a, b = mp.Pipe()
+    a.close()
+    with pytest.raises(OSError):
+        protocol.write_frame(a, b"x")
+    b.close()
+
+
 def test_an_inline_payload_is_read_back_as_its_tensors():
     import torch
 
-    data = ipc.Receiver(lambda *_: None).unpack(protocol.decode(protocol.encode(INLINE)))
+    back = protocol.decode(protocol.encode(Result(1, "vocoder", None, True, INLINE)))
+    data = ipc.Receiver(lambda *_: None).unpack(back.packed)
     assert torch.equal(data["audio"], torch.tensor([1.0, 2.0]))
