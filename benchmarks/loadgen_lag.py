@@ -22,10 +22,12 @@ import platform
 import re
 import subprocess
 import sys
+import threading
 import time
 from datetime import date
 from pathlib import Path
 
+from launcher.bench.arrivals import realtime
 from launcher.bench.loadgen import LATE_S, Closed, Load, Open, arrival_times, run_load
 from launcher.bench.stats import percentile
 
@@ -75,15 +77,23 @@ def start_server() -> tuple[subprocess.Popen, str]:
 
 
 def os_floor(rate: float, requests: int) -> list[float]:
-    """The same schedule kept by a bare thread that only sleeps: the machine's own wake-up
-    jitter, which no generator can beat (a baseline measured in the same run)."""
+    """The same schedule kept by a bare thread that only sleeps, at the priority the generator's
+    sender thread gets: the machine's own wake-up jitter, which no generator can beat (a
+    baseline measured in the same run)."""
     times = arrival_times(Open(rate), 1, count=requests)
-    lags = []
-    t0 = time.perf_counter()
-    for due in times:
-        while (left := t0 + due - time.perf_counter()) > 0:
-            time.sleep(left)
-        lags.append(time.perf_counter() - t0 - due)
+    lags: list[float] = []
+
+    def keep() -> None:
+        realtime()
+        t0 = time.perf_counter()
+        for due in times:
+            while (left := t0 + due - time.perf_counter()) > 0:
+                time.sleep(left)
+            lags.append(time.perf_counter() - t0 - due)
+
+    thread = threading.Thread(target=keep)
+    thread.start()
+    thread.join()
     return sorted(lags)
 
 
@@ -111,6 +121,7 @@ def main() -> int:
           f"{'late':>5}  {'TTFA p50':>9} {'TTFA p99':>9} {'lat p50':>8} {'lat p99':>8}   "
           f"{'sleep p99':>9}  (ms)")
     proc, url = start_server()
+    realtime = set()
     try:
         run_load(url, Load(Closed(4), ("Warm up.",), 16, None, True))  # connections, imports
         for rate in rates:
@@ -118,6 +129,7 @@ def main() -> int:
             r = run_load(url, Load(Open(rate), ("Some text to speak.",), requests, None, True,
                                    seed=1))
             wall, cpu = time.perf_counter() - t0, (time.process_time() - cpu0) / requests
+            realtime.add(r.sender_realtime)
             floor = os_floor(rate, requests)
             lag, ttfa, lat = r.lag, r.ttfa, r.latency
             if lag is None or ttfa is None or lat is None or r.errors:
@@ -130,13 +142,16 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(10)
-    print(f"\nlate: sent {LATE_S * 1000:g} ms or more after due. Known: TTFA "
+    priority = {frozenset({True}): "real-time (SCHED_FIFO 1)", frozenset({False}): "normal"}
+    print(f"\nsender thread priority: {priority.get(frozenset(realtime), 'mixed')}")
+    print(f"late: sent {LATE_S * 1000:g} ms or more after due. Known: TTFA "
           f"{FIRST_S * 1000:g} ms, latency {known_latency * 1000:g} ms, plus HTTP overhead. "
-          "sleep p99: the same schedule kept by a bare thread that only sleeps, right after: "
+          "sleep p99: the same schedule kept by a bare thread that only sleeps, at the sender's "
+          "priority, right after: "
           "the machine's own wake-up jitter, the floor under the lag. CPU/req: the client's "
-          "CPU time per request (HTTP parsing, mostly httpx's): 1 / CPU/req is the most the "
-          "generator can send from one core, and it needs a share of a core that the server "
-          "does not take.")
+          "CPU time per request (writing, the spin before each due time, reading and parsing "
+          "the response): 1 / CPU/req is the most the generator can send from one core, and it "
+          "needs a share of a core that the server does not take.")
     return 0
 
 

@@ -8,43 +8,46 @@ Two shapes of load:
   burstiness, or evenly spaced) whatever the server does, as real users do; past the server's
   capacity the queue, and so the latency, grows with the offered load, which shows the knee.
 
-The open-loop generator keeps its own books: each request records when it was due and when it
-was sent (`lag_s`), a request sent `LATE_S` or more after it was due counts as late, and one that
-found `MAX_IN_FLIGHT` requests outstanding is not sent at all and counts as an error of kind
-`not-sent`. So the generator can fall behind its schedule, but never silently.
+The open-loop generator keeps its own books: each request records when it was due and when its
+bytes were written (`lag_s`), a request sent `LATE_S` or more after it was due counts as late,
+and one that found `MAX_IN_FLIGHT` requests outstanding is not sent at all and counts as an
+error of kind `not-sent`. So the generator can fall behind its schedule, but never silently.
+A thread of its own writes the requests (`arrivals`) while an event loop reads the responses,
+so a response being parsed never delays a request that is due; both speak the bench's own
+lightweight HTTP/1.1 (`http1`), so the client takes little CPU from the server it measures.
 
-Per request: end-to-end latency (send to last byte), time to first audio (streaming), the audio's
-duration and real-time factor (latency / audio duration), and for streams their continuity: a
-player that starts with the first byte stalls when the next bytes arrive after the audio already
-delivered has played out (`Playback`).
+Per request: end-to-end latency (request written to last byte), time to first audio (streaming,
+from the same instant), the audio's duration and real-time factor (latency / audio duration), and
+for streams their continuity: a player that starts with the first byte stalls when the next bytes
+arrive after the audio already delivered has played out (`Playback`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import gc
-import os
 import random
+import socket
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import httpx
-
+from .arrivals import Sender, Sent, Unsent
+from .http1 import Endpoint, Pool, ProtocolError, Response, speech_request
 from .stats import Summary, summarise
 
 CLOSED, OPEN = "closed-loop", "open-loop"
 ARRIVALS = ("poisson", "gamma", "constant")
 REQUEST_TIMEOUT_S = 300.0
+CONNECT_TIMEOUT_S = 10.0
+READ_SIZE = 256 * 1024
+ERROR_BODY_CHARS = 200  # of an error response's body, in its message
 BYTES_PER_SAMPLE = 2  # response_format pcm: 16-bit mono
 DEFAULT_SAMPLE_RATE = 24_000
 LATE_S = 0.001  # sent this long after it was due: a late request
 MAX_IN_FLIGHT = 1024  # open loop: a request due while this many are outstanding is not sent
-USE_TIMERFD = True  # Linux: a timerfd wakes the event loop when a request is due
 SWITCH_INTERVAL_S = 0.0002  # the interpreter lock's hand-over interval while a load runs
 
 
@@ -216,6 +219,7 @@ class LoadResult:
     stream: bool
     wall_s: float  # start of the load to the last response
     samples: tuple[Sample, ...]
+    sender_realtime: bool | None = None  # open loop: the sender thread had real-time priority
 
     @property
     def mode(self) -> str:
@@ -304,60 +308,81 @@ class LoadResult:
         return summarise([s.stall_s for s in self.ok]) if self.stream else None
 
 
-class _HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+def _sample(index: int, scheduled: float | None, at: float, t_load: float, kind: str,
+            message: str) -> Sample:
+    """A request that got no response: it could not be sent, or not to the end."""
+    return Sample(index=index, scheduled_s=scheduled, started_s=at - t_load, latency_s=0.0,
+                  ttfa_s=None, audio_s=0.0, status=None, error=message, error_kind=kind)
 
 
-def _error_kind(exc: Exception) -> str:
-    match exc:
-        case _HttpError():
-            return f"http-{exc.status}"
-        case httpx.TimeoutException():
-            return "timeout"
-        case httpx.ConnectError():
-            return "connect"
-        case httpx.RemoteProtocolError() | httpx.ReadError() | httpx.WriteError():
-            return "disconnect"
-        case _:
-            return type(exc).__name__
-
-
-async def _one(client: httpx.AsyncClient, url: str, text: str, stream: bool, index: int,
-               t_load: float, scheduled: float | None) -> Sample:
-    body = {"model": "tts-1", "input": text, "voice": "default", "response_format": "pcm",
-            "stream": stream}
-    t0 = time.perf_counter()
-    play = Playback()
-    received, status, rate = 0, None, DEFAULT_SAMPLE_RATE
+async def _response(pool: Pool, sock: socket.socket, index: int, scheduled: float | None,
+                    sent: float, t_load: float, stream: bool) -> Sample:
+    """Read the response to the request written on `sock` at `sent` (perf_counter time)."""
+    loop = asyncio.get_running_loop()
+    play, response = Playback(), Response()
+    received, rate, body = 0, 0, bytearray()  # rate: set from the head
     error = kind = None
     try:
-        async with client.stream("POST", f"{url}/v1/audio/speech", json=body) as r:
-            status = r.status_code
-            if status != 200:
-                message = (await r.aread()).decode(errors="replace")[:200]
-                raise _HttpError(status, f"HTTP {status}: {message}")
-            rate = int(r.headers.get("x-sample-rate", rate))
-            async for part in r.aiter_raw():
-                if part:
-                    play.feed(time.perf_counter(), len(part) / BYTES_PER_SAMPLE / rate)
-                    received += len(part)
-        if not received:
+        async with asyncio.timeout(REQUEST_TIMEOUT_S):
+            while not response.done:
+                data = await loop.sock_recv(sock, READ_SIZE)
+                now = time.perf_counter()
+                if not data:
+                    response.finish()
+                    break
+                parts = response.feed(data)
+                if response.status != 200:
+                    body.extend(b"".join(parts)[:ERROR_BODY_CHARS])
+                    continue
+                if not rate:
+                    rate = int(response.headers.get("x-sample-rate", DEFAULT_SAMPLE_RATE))
+                if size := sum(map(len, parts)):
+                    play.feed(now, size / BYTES_PER_SAMPLE / rate)
+                    received += size
+        if response.status != 200:
+            message = bytes(body[:ERROR_BODY_CHARS]).decode(errors="replace")
+            error, kind = f"HTTP {response.status}: {message}", f"http-{response.status}"
+        elif not received:
             error, kind = "empty audio", "empty-audio"
-    except (_HttpError, httpx.HTTPError) as exc:
-        error = str(exc) if isinstance(exc, _HttpError) else f"{type(exc).__name__}: {exc}"
-        kind = _error_kind(exc)
+    except TimeoutError:
+        error = f"timeout: no complete response within {REQUEST_TIMEOUT_S:g} s"
+        kind = "timeout"
+    except (OSError, ProtocolError) as exc:
+        error, kind = f"{type(exc).__name__}: {exc}", "disconnect"
     end = time.perf_counter()
-    return Sample(index=index, scheduled_s=scheduled, started_s=t0 - t_load,
-                  latency_s=end - t0,
-                  ttfa_s=(play.first - t0) if stream and play.first is not None else None,
-                  audio_s=received / BYTES_PER_SAMPLE / rate, status=status, error=error,
-                  error_kind=kind, stalls=play.stalls if stream else 0,
-                  stall_s=play.stall_s if stream else 0.0)
+    if response.reusable:
+        pool.give(sock)
+    else:
+        sock.close()
+    return Sample(index=index, scheduled_s=scheduled, started_s=sent - t_load,
+                  latency_s=end - sent,
+                  ttfa_s=(play.first - sent) if stream and play.first is not None else None,
+                  audio_s=received / BYTES_PER_SAMPLE / (rate or DEFAULT_SAMPLE_RATE),
+                  status=response.status, error=error, error_kind=kind,
+                  stalls=play.stalls if stream else 0, stall_s=play.stall_s if stream else 0.0)
 
 
-async def _closed(client: httpx.AsyncClient, url: str, load: Load, shape: Closed,
+async def _exchange(pool: Pool, request: bytes, index: int, t_load: float,
+                    stream: bool) -> Sample:
+    """One request of a closed loop: write it on a kept-alive connection (or a new one), read
+    its response."""
+    loop = asyncio.get_running_loop()
+    try:
+        sock = pool.take() or await pool.endpoint.connect_async(CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        return _sample(index, None, time.perf_counter(), t_load, "connect",
+                       f"{type(exc).__name__}: {exc}")
+    sock.setblocking(False)
+    try:
+        await loop.sock_sendall(sock, request)
+    except OSError as exc:
+        sock.close()
+        return _sample(index, None, time.perf_counter(), t_load, "disconnect",
+                       f"{type(exc).__name__}: {exc}")
+    return await _response(pool, sock, index, None, time.perf_counter(), t_load, stream)
+
+
+async def _closed(pool: Pool, requests: Callable[[int], bytes], load: Load, shape: Closed,
                   t_load: float, record: Callable[[Sample], None]) -> None:
     next_index = 0
     deadline = None if load.duration_s is None else t_load + load.duration_s
@@ -373,182 +398,100 @@ async def _closed(client: httpx.AsyncClient, url: str, load: Load, shape: Closed
 
     async def user() -> None:
         while (i := take()) is not None:
-            record(await _one(client, url, load.texts[i % len(load.texts)], load.stream, i,
-                              t_load, None))
+            record(await _exchange(pool, requests(i), i, t_load, load.stream))
 
     await asyncio.gather(*(user() for _ in range(shape.concurrency)))
 
 
-class _TimerFd:
-    """A Linux timerfd: a file descriptor that becomes readable at an absolute CLOCK_MONOTONIC
-    time, to nanosecond resolution. The event loop waits on it like on a socket, so a due
-    request wakes the loop itself, at once (its own timers round up to the next millisecond)."""
+async def _open(pool: Pool, requests: Callable[[int], bytes], load: Load, shape: Open,
+                t_load: float, record: Callable[[Sample], None]) -> bool | None:
+    """Write each request when it is due, whatever happened to the ones before it; return
+    whether the sender thread had real-time priority.
 
-    _CLOCK_MONOTONIC, _TFD_TIMER_ABSTIME = 1, 1
-    _TFD_NONBLOCK_CLOEXEC = os.O_NONBLOCK | os.O_CLOEXEC
-
-    def __init__(self) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        self._settime = libc.timerfd_settime
-        self.fd = libc.timerfd_create(self._CLOCK_MONOTONIC, self._TFD_NONBLOCK_CLOEXEC)
-        if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "timerfd_create failed")
-
-    def arm(self, monotonic: float) -> None:
-        sec = max(0, int(monotonic))
-        nsec = max(1, int((monotonic - sec) * 1e9))  # it_value 0 would disarm
-        spec = (ctypes.c_long * 4)(0, 0, sec, nsec)  # it_interval {0, 0}, it_value {sec, nsec}
-        if self._settime(self.fd, self._TFD_TIMER_ABSTIME, spec, None) != 0:
-            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
-
-    def drain(self) -> None:
-        try:
-            os.read(self.fd, 8)
-        except BlockingIOError:
-            pass
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def _timerfd() -> _TimerFd | None:
-    """A timerfd where the platform has one (Linux, and perf_counter is CLOCK_MONOTONIC)."""
-    if not sys.platform.startswith("linux") or not USE_TIMERFD:
-        return None
-    try:
-        return _TimerFd()
-    except (OSError, AttributeError):
-        return None
-
-
-async def _open(client: httpx.AsyncClient, url: str, load: Load, shape: Open, t_load: float,
-                record: Callable[[Sample], None]) -> None:
-    """Start each request when it is due, whatever happened to the ones before it.
-
-    On Linux the event loop waits on a timerfd armed for the next due time, so it wakes itself
-    when a request is due and starts it in the same iteration. Elsewhere a clock thread sleeps
-    until each due time (time.sleep has nanosecond resolution; the loop's own timers round up to
-    the next millisecond) and hands the request to the loop, whose self-pipe wakes it at once.
-    Either way the generator sleeps rather than spins, so the OS wakes it promptly also when
-    the server keeps every core busy.
+    A thread of its own keeps the schedule and writes the requests (`arrivals.Sender`); this
+    event loop only reads the responses, so parsing one never delays the start of another.
     """
     schedule = arrival_times(shape, load.seed, load.requests, load.duration_s)
     loop = asyncio.get_running_loop()
-    started: list[asyncio.Future] = []
-    finished = asyncio.Event()
-    in_flight = 0
+    reading: list[asyncio.Task] = []
+    ended = asyncio.Event()
+    finished = 0  # responses read to the end; the sender subtracts them from what it sent
 
-    async def send(i: int, due: float) -> None:
-        nonlocal in_flight
-        in_flight += 1
+    async def read(sent: Sent) -> None:
+        nonlocal finished
         try:
-            record(await _one(client, url, load.texts[i % len(load.texts)], load.stream, i,
-                              t_load, due))
+            record(await _response(pool, sent.sock, sent.index, sent.due_s, sent.sent, t_load,
+                                   load.stream))
         finally:
-            in_flight -= 1
+            finished += 1
 
-    def start(i: int, due: float) -> None:
-        if in_flight >= MAX_IN_FLIGHT:
-            record(Sample(index=i, scheduled_s=due, started_s=time.perf_counter() - t_load,
-                          latency_s=0.0, ttfa_s=None, audio_s=0.0, status=None,
-                          error_kind="not-sent",
-                          error=f"not sent: {MAX_IN_FLIGHT} requests were still in flight"))
-            return
-        started.append(asyncio.ensure_future(send(i, due)))
+    def adopt(item: Sent | Unsent) -> None:
+        match item:
+            case Sent():
+                item.sock.setblocking(False)
+                reading.append(loop.create_task(read(item)))
+            case Unsent():
+                record(_sample(item.index, item.due_s, item.at, t_load, item.kind, item.message))
 
-    timer = _timerfd()
-    if timer is not None:
-        # perf_counter and monotonic read the same clock on Linux; the offset is ~0.
-        to_monotonic = time.monotonic() - time.perf_counter() + t_load
-        upcoming = iter(enumerate(schedule))
-        pending = next(upcoming, None)
-
-        def due_now() -> None:
-            nonlocal pending
-            timer.drain()
-            now = time.perf_counter() - t_load
-            while pending is not None and pending[1] <= now:
-                start(*pending)
-                pending = next(upcoming, None)
-            if pending is None:
-                finished.set()
-            else:
-                timer.arm(to_monotonic + pending[1])
-
-        loop.add_reader(timer.fd, due_now)
-        try:
-            timer.arm(to_monotonic + schedule[0])
-            await finished.wait()
-        finally:
-            loop.remove_reader(timer.fd)
-            timer.close()
-        await asyncio.gather(*started)
-        return
-
-    stop = threading.Event()
-
-    def clock() -> None:
-        try:
-            for i, due in enumerate(schedule):
-                while (left := t_load + due - time.perf_counter()) > 0:
-                    if stop.wait(min(left, 0.25)):
-                        return
-                loop.call_soon_threadsafe(start, i, due)
-        finally:
-            loop.call_soon_threadsafe(finished.set)
-
-    thread = threading.Thread(target=clock, name="bench-arrivals", daemon=True)
-    thread.start()
+    sender = Sender(schedule, t_load, pool, requests,
+                    hand_off=lambda item: loop.call_soon_threadsafe(adopt, item),
+                    finished=lambda: finished, max_in_flight=MAX_IN_FLIGHT,
+                    on_end=lambda: loop.call_soon_threadsafe(ended.set))
+    sender.start()
     try:
-        await finished.wait()
-        await asyncio.gather(*started)
+        await ended.wait()
+        await asyncio.gather(*reading)
     finally:
-        stop.set()
-        thread.join()
+        sender.stop()
+    return sender.realtime
 
 
-async def _drive(url: str, load: Load, on_done: Callable[[Sample], None],
-                 transport: httpx.AsyncBaseTransport | None) -> LoadResult:
+async def _drive(url: str, load: Load, on_done: Callable[[Sample], None]) -> LoadResult:
     samples: list[Sample] = []
 
     def record(sample: Sample) -> None:
         samples.append(sample)
         on_done(sample)
 
-    shape = load.shape
-    connections = shape.concurrency if isinstance(shape, Closed) else MAX_IN_FLIGHT
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    timeout = httpx.Timeout(REQUEST_TIMEOUT_S, connect=10.0)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport) as client:
+    endpoint = Endpoint.parse(url)
+    built = [speech_request(endpoint, text, load.stream) for text in load.texts]
+
+    def requests(i: int) -> bytes:
+        return built[i % len(built)]
+
+    pool = Pool(endpoint, CONNECT_TIMEOUT_S)
+    shape, realtime = load.shape, None
+    try:
         t_load = time.perf_counter()
         if isinstance(shape, Closed):
-            await _closed(client, url, load, shape, t_load, record)
+            await _closed(pool, requests, load, shape, t_load, record)
         else:
-            await _open(client, url, load, shape, t_load, record)
+            realtime = await _open(pool, requests, load, shape, t_load, record)
         wall = time.perf_counter() - t_load
+    finally:
+        pool.close()
     return LoadResult(shape=shape, stream=load.stream, wall_s=wall,
-                      samples=tuple(sorted(samples, key=lambda s: s.index)))
+                      samples=tuple(sorted(samples, key=lambda s: s.index)),
+                      sender_realtime=realtime)
 
 
-def run_load(url: str, load: Load, on_done: Callable[[Sample], None] = lambda s: None,
-             transport: httpx.AsyncBaseTransport | None = None) -> LoadResult:
-    """Drive `load` against the speech endpoint at `url` and return every sample.
-
-    `transport` replaces the network (tests pass an `httpx.MockTransport`).
-    """
+def run_load(url: str, load: Load, on_done: Callable[[Sample], None] = lambda s: None
+             ) -> LoadResult:
+    """Drive `load` against the speech endpoint at `url` (plain http://host:port) and return
+    every sample."""
     if isinstance(load.shape, Closed) and load.shape.concurrency < 1:
         raise ValueError("concurrency must be at least 1")
-    # Objects alive now (the interpreter, httpx, rich, the planner) leave the collector's view,
+    # Objects alive now (the interpreter, rich, the planner) leave the collector's view,
     # so a full collection during the load scans only what the load allocates and cannot
     # stall the schedule for long.
     gc.collect()
     gc.freeze()
-    # Where a clock thread keeps the schedule, it needs the interpreter lock the moment it
-    # wakes; by default a busy event loop would hand it over only after up to 5 ms.
+    # The thread that keeps an open-loop schedule needs the interpreter lock the moment it
+    # wakes; by default the event loop reading responses would hand it over only after 5 ms.
     switch = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        return asyncio.run(_drive(url, load, on_done, transport))
+        return asyncio.run(_drive(url, load, on_done))
     finally:
         sys.setswitchinterval(switch)
 

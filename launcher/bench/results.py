@@ -181,6 +181,7 @@ def _load_dict(load: LoadResult, slo: Slo) -> dict[str, Any]:
             "late": load.late,
             "late_after_s": LATE_S,
             "not_sent": load.not_sent,
+            "sender_realtime": load.sender_realtime,
         },
         "samples": [{**asdict(s), "lag_s": s.lag_s, "rtf": s.rtf} for s in load.samples],
     }

@@ -1,4 +1,5 @@
-"""The load generator against an in-memory transport: schedules, per-request metrics, errors.
+"""The load generator against a stub HTTP server in the test process: schedules, per-request
+metrics, errors.
 
 Timed values are checked against what the fake server is known to do (it sleeps before it
 answers), from below exactly and from above loosely: these tests check what is measured, never
@@ -7,13 +8,11 @@ how fast anything is.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
+import socket
 import statistics
-import sys
 
-import httpx
 import pytest
 
 from launcher.bench import loadgen
@@ -27,6 +26,7 @@ from launcher.bench.loadgen import (
     arrival_times,
     run_load,
 )
+from tests.bench.stub_server import Reply, StubServer
 
 RATE = 24_000
 SLACK_S = 0.25  # a loaded 2-core machine may add this much; the lower bounds are exact
@@ -36,23 +36,16 @@ def silence(seconds: float) -> bytes:
     return b"\0\0" * round(seconds * RATE)
 
 
-def paced(first_s: float, chunks: list[tuple[float, float]]):
+def paced(first_s: float, chunks: list[tuple[float, float]], **reply):
     """A speech endpoint that waits `first_s`, sends no audio until then, then per chunk
     (audio seconds, wait after it)."""
-    async def handler(request: httpx.Request) -> httpx.Response:
-        async def body():
-            await asyncio.sleep(first_s)
-            for seconds, wait in chunks:
-                yield silence(seconds)
-                if wait:
-                    await asyncio.sleep(wait)
-        return httpx.Response(200, headers={"x-sample-rate": str(RATE)}, content=body())
-    return httpx.MockTransport(handler)
+    audio = tuple((silence(seconds), wait) for seconds, wait in chunks)
+    return StubServer(lambda n: Reply(first_s=first_s, chunks=audio, **reply))
 
 
-def drive(shape, transport, requests=4, stream=True, seed=0):
-    return run_load("http://bench.test", Load(shape, ("Some text.",), requests, None, stream,
-                                              seed), transport=transport)
+def drive(shape, server, requests=4, stream=True, seed=0):
+    with server:
+        return run_load(server.url, Load(shape, ("Some text.",), requests, None, stream, seed))
 
 
 # -- arrival schedules -------------------------------------------------------------------------
@@ -165,9 +158,7 @@ def test_whole_responses_have_no_ttfa_and_no_stalls():
 
 
 # -- the open-loop schedule --------------------------------------------------------------------
-@pytest.mark.parametrize("timerfd", [True, False], ids=["timerfd", "clock-thread"])
-def test_open_loop_sends_on_schedule_and_reports_its_lag(timerfd, monkeypatch):
-    monkeypatch.setattr(loadgen, "USE_TIMERFD", timerfd)
+def test_open_loop_sends_on_schedule_and_reports_its_lag():
     shape = Open(40.0, "poisson")
     result = drive(shape, paced(0.01, [(0.1, 0.0)]), requests=12, seed=5)
     assert [s.scheduled_s for s in result.samples] == list(arrival_times(shape, 5, count=12))
@@ -178,9 +169,7 @@ def test_open_loop_sends_on_schedule_and_reports_its_lag(timerfd, monkeypatch):
     assert closed.lag is None and closed.offered_rps is None
 
 
-@pytest.mark.parametrize("timerfd", [True, False], ids=["timerfd", "clock-thread"])
-def test_open_loop_never_waits_for_responses(timerfd, monkeypatch):
-    monkeypatch.setattr(loadgen, "USE_TIMERFD", timerfd)
+def test_open_loop_never_waits_for_responses():
     # Five requests due 10 ms apart to a server taking 0.3 s each: a closed loop would need
     # 1.5 s; arrivals do not wait, so all five are in flight together.
     result = drive(Open(100.0, "constant"), paced(0.3, [(0.1, 0.0)]), requests=5)
@@ -197,32 +186,30 @@ def test_requests_that_cannot_be_sent_are_counted(monkeypatch):
 
 
 # -- errors by kind ----------------------------------------------------------------------------
-def test_errors_are_sorted_by_kind():
-    calls = iter(range(100))
-
-    async def nothing():
-        return
-        yield
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        n = next(calls)
-        if n % 4 == 0:
-            return httpx.Response(503, json={"error": {"message": "restarting"}})
-        if n % 4 == 1:
-            raise httpx.ConnectError("refused", request=request)
-        if n % 4 == 2:
-            raise httpx.ReadTimeout("slow", request=request)
-        return httpx.Response(200, content=nothing())
-
-    result = drive(Closed(1), httpx.MockTransport(handler), requests=8)
-    assert result.errors_by_kind() == {"http-503": 2, "connect": 2, "timeout": 2,
+def test_errors_are_sorted_by_kind(monkeypatch):
+    monkeypatch.setattr(loadgen, "REQUEST_TIMEOUT_S", 0.2)
+    replies = {0: Reply(503, chunks=((b'{"error": {"message": "restarting"}}', 0.0),),
+                        chunked=False),
+               1: Reply(hang_up=True), 2: Reply(first_s=5.0), 3: Reply()}
+    result = drive(Closed(1), StubServer(lambda n: replies[n % 4]), requests=8)
+    assert result.errors_by_kind() == {"http-503": 2, "disconnect": 2, "timeout": 2,
                                        "empty-audio": 2}
-    assert result.error_messages(1)[0].startswith("HTTP 503: ")
+    assert result.error_messages(1)[0].startswith("HTTP 503: {\"error\"")
     assert result.throughput_rps == 0.0 and result.latency is None
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timerfd is Linux's")
-def test_linux_wakes_the_event_loop_with_a_timerfd():
-    timer = loadgen._timerfd()
-    assert timer is not None
-    timer.close()
+def test_a_server_that_is_not_there_is_a_connect_error():
+    with socket.socket() as s:  # a port nobody listens on once this closes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    for shape in (Closed(1), Open(100.0, "constant")):
+        result = run_load(url, Load(shape, ("Some text.",), 2, None, True))
+        assert result.errors_by_kind() == {"connect": 2}
+
+
+def test_whole_and_chunked_bodies_carry_the_same_audio():
+    whole = drive(Closed(1), paced(0.0, [(0.25, 0.0), (0.5, 0.0)], chunked=False),
+                  stream=False)
+    assert [s.audio_s for s in whole.samples] == pytest.approx([0.75] * 4)
+    assert whole.errors == 0

@@ -101,7 +101,8 @@ def test_results_json_names_the_machine_versions_and_command():
     assert load["mode"] == "open-loop" and load["rate"] == 2.0 and load["concurrency"] is None
     assert {"ttfa_s", "rtf", "latency_s", "goodput_rps", "slo_attainment", "errors_by_kind",
             "stream_continuity", "schedule", "audio_seconds_per_s"} <= set(load)
-    assert set(load["schedule"]) == {"lag_s", "late", "late_after_s", "not_sent"}
+    assert set(load["schedule"]) == {"lag_s", "late", "late_after_s", "not_sent",
+                                     "sender_realtime"}
     json.dumps(data)  # serialisable as it is
 
 
