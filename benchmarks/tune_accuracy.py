@@ -7,6 +7,7 @@ closed-loop loads (`planner tune --verify` with K = all), and report
 
     python benchmarks/tune_accuracy.py              # synthetic pipelines and qwen3-tts (~5 min)
     python benchmarks/tune_accuracy.py --quick      # one synthetic pipeline, C=1 and C=4
+    python benchmarks/tune_accuracy.py --chart benchmarks/tune_accuracy.png  # and plot them
 
 Pipelines: synthetic stages with known costs (`launcher.synthetic`) that stress different
 resources, and the built-in qwen3-tts card with its stand-in stages.
@@ -15,6 +16,7 @@ resources, and the built-in qwen3-tts card with its stand-in stages.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -41,6 +44,22 @@ SYNTHETIC = {
 }
 
 
+@dataclass(frozen=True)
+class Point:
+    """One candidate placement at one load: what tune predicted and what the bench measured."""
+
+    pipeline: str
+    placement: str
+    concurrency: int
+    predicted_rps: float
+    measured_rps: float
+    chosen: bool
+
+    @property
+    def error(self) -> float:
+        return (self.predicted_rps - self.measured_rps) / self.measured_rps
+
+
 def synthetic_config(name: str, stages: list[tuple[str, dict]]) -> dict:
     out = []
     for i, (stage, args) in enumerate(stages):
@@ -54,7 +73,7 @@ def synthetic_config(name: str, stages: list[tuple[str, dict]]) -> dict:
             entry["terminal"] = True
         out.append(entry)
     return {"name": name, "stages": out,
-            "process_safe_edges": [[a, b] for (a, _), (b, _) in zip(stages, stages[1:])]}
+            "process_safe_edges": [[a, b] for (a, _), (b, _) in itertools.pairwise(stages)]}
 
 
 def tune(target: list[str], loads: list[int], requests: int, out: Path) -> dict:
@@ -63,60 +82,97 @@ def tune(target: list[str], loads: list[int], requests: int, out: Path) -> dict:
     for c in loads:
         cmd += ["--concurrency", str(c)]
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr}")
     print(f"  ({time.perf_counter() - t0:.0f} s)")
     return json.loads(done.stdout)
 
 
-def report(name: str, result: dict, loads: list[int]) -> list[float]:
-    errs: list[float] = []
+def report(name: str, result: dict, loads: list[int]) -> list[Point]:
+    points: list[Point] = []
     print(f"{name}: {len(result['candidates'])} placements")
     for k, c in enumerate(loads):
-        rows = [(cand, cand["predicted_by_workload"][k], (cand["measured_by_workload"] or [{}])[k])
-                for cand in result["candidates"]]
-        measured = [(cand, m["throughput_rps"]) for cand, _, m in rows if m.get("throughput_rps")]
-        if not measured:
-            continue
-        best_measured = max(v for _, v in measured)
-        chosen = next(v for cand, v in measured if cand is result["candidates"][0]) \
-            if result["candidates"][0]["measured_by_workload"] else None
-        for cand, p, m in rows:
-            got = m.get("throughput_rps")
+        load_points = []
+        for i, cand in enumerate(result["candidates"]):
+            got = ((cand["measured_by_workload"] or [{}])[k]).get("throughput_rps")
             if got:
-                e = (p["throughput_rps"] - got) / got
-                errs.append(abs(e))
-                label = " ".join(cand["flags"]) or "declared"
-                print(f"  C={c:<3} {label:60.60} predicted {p['throughput_rps']:7.2f} "
-                      f"measured {got:7.2f} req/s  error {e:+.1%}")
-        if chosen is not None:
-            print(f"  C={c}: chosen placement measures x{chosen / best_measured:.3f} of the best "
-                  f"measured")
-    return errs
+                load_points.append(Point(name, " ".join(cand["flags"]) or "declared", c,
+                                         cand["predicted_by_workload"][k]["throughput_rps"], got,
+                                         chosen=i == 0))
+        for p in load_points:
+            print(f"  C={c:<3} {p.placement:60.60} predicted {p.predicted_rps:7.2f} "
+                  f"measured {p.measured_rps:7.2f} req/s  error {p.error:+.1%}")
+        chosen = [p for p in load_points if p.chosen]
+        if chosen:
+            best = max(p.measured_rps for p in load_points)
+            print(f"  C={c}: chosen placement measures x{chosen[0].measured_rps / best:.3f} of "
+                  f"the best measured")
+        points += load_points
+    return points
+
+
+def chart(points: list[Point], path: Path, title: str) -> None:
+    """Predicted against measured throughput, one marker per pipeline and load; the diagonal is
+    a perfect prediction, the band around it +-15%."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 6.0), dpi=120)
+    top = 1.1 * max(max(p.predicted_rps, p.measured_rps) for p in points)
+    ax.plot([0, top], [0, top], color="black", linewidth=0.8, label="predicted = measured")
+    ax.fill_between([0, top], [0, top * 0.85], [0, top * 1.15], color="0.9",
+                    label="within 15%")
+    markers = dict(zip(sorted({p.concurrency for p in points}), "os^Dv"))
+    for i, name in enumerate(dict.fromkeys(p.pipeline for p in points)):
+        for c, marker in markers.items():
+            mine = [p for p in points if p.pipeline == name and p.concurrency == c]
+            if mine:
+                ax.scatter([p.measured_rps for p in mine], [p.predicted_rps for p in mine],
+                           marker=marker, color=f"C{i}", label=f"{name}, C={c}",
+                           edgecolors=["black" if p.chosen else "none" for p in mine])
+    ax.set(xlim=(0, top), ylim=(0, top), xlabel="measured throughput (req/s, planner bench)",
+           ylabel="predicted throughput (req/s, planner tune)", title=title)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    print(f"chart: {path}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--chart", type=Path, metavar="PNG",
+                    help="also plot predicted against measured throughput to this file")
     args = ap.parse_args()
     loads = [1, 4] if args.quick else [1, 8]
     requests = 24 if args.quick else 48
     print(f"# tune accuracy, {os.cpu_count()} cores; loads C={loads}; {requests} requests per run")
-    all_errs: list[float] = []
+    points: list[Point] = []
     with tempfile.TemporaryDirectory() as tmp:
         names = ["lock-bound"] if args.quick else list(SYNTHETIC)
         for name in names:
             cfg = Path(tmp) / f"{name}.yaml"
             cfg.write_text(yaml.safe_dump(synthetic_config(name, SYNTHETIC[name])))
             result = tune(["--config", str(cfg)], loads, requests, Path(tmp) / name)
-            all_errs += report(name, result, loads)
+            points += report(name, result, loads)
         if not args.quick:
             result = tune(["qwen3-tts"], loads, requests, Path(tmp) / "qwen3")
-            all_errs += report("qwen3-tts (stand-ins)", result, loads)
-    if all_errs:
-        print(f"throughput prediction error over {len(all_errs)} runs: median "
-              f"{statistics.median(all_errs):.1%}, worst {max(all_errs):.1%}")
+            points += report("qwen3-tts (stand-ins)", result, loads)
+    if not points:
+        return
+    errs = [abs(p.error) for p in points]
+    summary = (f"throughput prediction error over {len(errs)} runs: median "
+               f"{statistics.median(errs):.1%}, worst {max(errs):.1%}")
+    print(summary)
+    if args.chart:
+        chart(points, args.chart, f"planner tune: {summary.split(': ')[1]}\n"
+                                  f"{os.cpu_count()} cores, {requests} requests per run, "
+                                  f"{time.strftime('%Y-%m-%d')}")
 
 
 if __name__ == "__main__":

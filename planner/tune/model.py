@@ -13,7 +13,14 @@ placement the planner accepts.
 
 Assumptions (the README lists them too): costs are the profile's means, scaled per chunk; the
 interpreter lock is handed over first come first served (CPython is close to that under load);
-cores are a shared pool; memory never limits throughput.
+cores are a shared pool; memory never limits throughput; every process spends CPU only on the
+work charged here (the launcher keeps it so: workers and the serving process run torch with one
+intra-op thread, since a second one spin-waits after every op and, measured on 2 cores, took
+5-8 ms of CPU per request from the workers). Not modelled yet: native work that re-takes the
+interpreter lock between calls (hashing a block at a time, small torch ops) waits behind another
+thread's pure-Python work in its process, up to a switch interval each time; the model lets such
+native work overlap with that Python work, so it over-predicts a process that mixes them at high
+load (the `native-device` pipeline of `benchmarks/tune_accuracy.py` at C=8).
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 
 import pytest
+import torch
 
 import launcher.serve
+from launcher.errors import LaunchError
 from planner.cli import main
 
 from . import plans
@@ -41,3 +43,21 @@ def test_a_host_that_does_not_resolve_is_named_with_a_valid_example(capsys, neve
     assert "cannot listen on nosuch.invalid:0: host 'nosuch.invalid' could not be resolved" in err
     assert "nothing was started" in err and "--host" in err
     assert "127.0.0.1" in err and "0.0.0.0" in err and "free port" not in err
+
+
+def test_the_serving_process_keeps_torch_to_one_intra_op_thread(monkeypatch):
+    # Its tensor work is small; a second thread would spin-wait after every op, taking CPU
+    # from the workers under load.
+    seen = []
+
+    def launch(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise LaunchError("stopped here by the test")
+
+    monkeypatch.setattr(launcher.serve, "launch", launch)
+    threads = torch.get_num_threads()
+    try:
+        assert launcher.serve.serve(plans.qwen3(), {}, port=0, err=io.StringIO()) == 3
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [1]
