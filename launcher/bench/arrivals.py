@@ -1,23 +1,22 @@
-"""Open-loop arrivals kept by a thread of their own: each request is written to the network when
-it is due, whatever the event loop that reads the responses is busy with.
+"""Open-loop arrivals kept on a schedule: each request is written to the network when it is due,
+whatever the event loop that reads the responses is busy with. `sendproc` runs this in a process
+of its own; this module is the schedule keeping itself, free of any process or thread.
 
-Why a thread: an event loop that both starts requests and parses responses starts a request late
-whenever it is in the middle of another's response; a streamed response cost httpx ~4 ms of CPU,
-which put the lag p99 over 1 ms from a few requests per second on 2 cores. Here the loop only
-reads. This thread sleeps until each due time, writes the request bytes itself on a connection
-opened just ahead, notes the time the write returned (the lag is measured there, so it stays
-honest: it includes a connection opened late, a slow write, a late wake-up), and hands the
-connection to the loop.
+Why apart from the event loop: a loop that both starts requests and parses responses starts a
+request late whenever it is in the middle of another's response; a streamed response cost httpx
+~4 ms of CPU, which put the lag p99 over 1 ms from a few requests per second on 2 cores. Here
+the sender sleeps until each due time, writes the request bytes itself on a connection opened
+just ahead, notes the time the write returned (the lag is measured there, so it stays honest: it
+includes a connection opened late, a slow write, a late wake-up), and hands the connection on.
 
 Why sleep, then spin: a sleeping thread is woken up to the kernel's timer slack (50 us) and its
 scheduling latency late; spinning through the last `SPIN_S` takes the timer out of it, and a
-thread that slept almost all the time still wins the CPU at once on a busy machine. The spin
-holds the interpreter lock only that long once per request.
+thread that slept almost all the time still wins the CPU at once on a busy machine.
 
 Why real-time priority: when the server keeps every core busy, a normal thread woken from its
 sleep waits for the scheduler to give it a core; on a 2-core machine at load average 4 that put
 the lag p99 at 2-24 ms, where a thread at the lowest SCHED_FIFO priority, which preempts any
-normal thread at once, kept it at 0.2-0.4 ms. The thread asks for it where the OS allows
+normal thread at once, kept it at 0.2-0.4 ms. The sender asks for it where the OS allows
 (Linux, with CAP_SYS_NICE or an RLIMIT_RTPRIO), and runs at normal priority elsewhere; it holds
 a core only for a write and a spin per request, and the result records which it got.
 """
@@ -37,11 +36,12 @@ SPIN_S = 0.0005  # the last stretch before a due time is spun, not slept
 PREPARE_S = 0.005  # this long before a request is due, connections for it are opened
 MAX_NAP_S = 0.1  # a long sleep wakes this often to notice a stop
 PREOPEN_MAX = 8  # at most this many connections are opened ahead at once
-REALTIME = True  # ask for real-time priority for the sender thread (see above)
+REALTIME = True  # ask for real-time priority for the sender (see above)
 
 
 def realtime() -> bool:
-    """Move the calling thread to the lowest real-time priority, SCHED_FIFO 1, if allowed."""
+    """Move the calling thread (in a single-threaded process: the process) to the lowest
+    real-time priority, SCHED_FIFO 1, if allowed."""
     if not REALTIME or not hasattr(os, "SCHED_FIFO"):
         return False
     try:
@@ -112,33 +112,22 @@ class Unsent:
 
 
 class Sender:
-    """The thread that writes each request of an open-loop schedule when it is due."""
+    """Writes each request of an open-loop schedule when it is due, on the calling thread, and
+    hands each one on (`Sent` with its connection, or `Unsent` with why)."""
 
     def __init__(self, schedule: Sequence[float], t_start: float, pool: Pool,
                  request: Callable[[int], bytes], hand_off: Callable[[Sent | Unsent], None],
-                 finished: Callable[[], int], max_in_flight: int, on_end: Callable[[], None],
+                 finished: Callable[[], int], max_in_flight: int,
                  pacer: Pacer | None = None) -> None:
         self._schedule, self._t_start, self._pool = schedule, t_start, pool
         self._request, self._hand_off, self._finished = request, hand_off, finished
-        self._max_in_flight, self._on_end = max_in_flight, on_end
+        self._max_in_flight = max_in_flight
         self._pacer = pacer or Pacer()
         self._sent = 0
-        self.realtime: bool | None = None  # whether it got real-time priority, once started
-        self._thread = threading.Thread(target=self._run, name="bench-arrivals", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._pacer.stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        try:
-            self.realtime = realtime()
-            keep(self._schedule, self._t_start, self._pacer, self._prepare, self._fire)
-        finally:
-            self._on_end()  # after every hand-off: the reader may stop waiting for more
+    def run(self) -> None:
+        """Keep the whole schedule (or until the pacer is stopped)."""
+        keep(self._schedule, self._t_start, self._pacer, self._prepare, self._fire)
 
     def _prepare(self, i: int, burst: int) -> None:
         try:

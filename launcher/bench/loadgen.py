@@ -12,9 +12,11 @@ The open-loop generator keeps its own books: each request records when it was du
 bytes were written (`lag_s`), a request sent `LATE_S` or more after it was due counts as late,
 and one that found `MAX_IN_FLIGHT` requests outstanding is not sent at all and counts as an
 error of kind `not-sent`. So the generator can fall behind its schedule, but never silently.
-A thread of its own writes the requests (`arrivals`) while an event loop reads the responses,
-so a response being parsed never delays a request that is due; both speak the bench's own
-lightweight HTTP/1.1 (`http1`), so the client takes little CPU from the server it measures.
+A process of its own writes the requests (`sendproc`, keeping the schedule with `arrivals`) and
+hands each connection to an event loop here that reads the responses, so neither a response
+being parsed nor anything else the bench does delays a request that is due; both speak the
+bench's own lightweight HTTP/1.1 (`http1`), so the client takes little CPU from the server it
+measures.
 
 Per request: end-to-end latency (request written to last byte), time to first audio (streaming,
 from the same instant), the audio's duration and real-time factor (latency / audio duration), and
@@ -34,8 +36,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .arrivals import Sender, Sent, Unsent
+from .arrivals import Sent, Unsent
 from .http1 import Endpoint, Pool, ProtocolError, Response, speech_request
+from .sendproc import SenderProcess
 from .stats import Summary, summarise
 
 CLOSED, OPEN = "closed-loop", "open-loop"
@@ -47,6 +50,7 @@ ERROR_BODY_CHARS = 200  # of an error response's body, in its message
 BYTES_PER_SAMPLE = 2  # response_format pcm: 16-bit mono
 DEFAULT_SAMPLE_RATE = 24_000
 LATE_S = 0.001  # sent this long after it was due: a late request
+START_AHEAD_S = 0.05  # open loop: the first request is due this long after the sender starts
 MAX_IN_FLIGHT = 1024  # open loop: a request due while this many are outstanding is not sent
 SWITCH_INTERVAL_S = 0.0002  # the interpreter lock's hand-over interval while a load runs
 
@@ -219,7 +223,7 @@ class LoadResult:
     stream: bool
     wall_s: float  # start of the load to the last response
     samples: tuple[Sample, ...]
-    sender_realtime: bool | None = None  # open loop: the sender thread had real-time priority
+    sender_realtime: bool | None = None  # open loop: the sender process had real-time priority
 
     @property
     def mode(self) -> str:
@@ -315,9 +319,10 @@ def _sample(index: int, scheduled: float | None, at: float, t_load: float, kind:
                   ttfa_s=None, audio_s=0.0, status=None, error=message, error_kind=kind)
 
 
-async def _response(pool: Pool, sock: socket.socket, index: int, scheduled: float | None,
-                    sent: float, t_load: float, stream: bool) -> Sample:
-    """Read the response to the request written on `sock` at `sent` (perf_counter time)."""
+async def _response(give: Callable[[socket.socket], None], sock: socket.socket, index: int,
+                    scheduled: float | None, sent: float, t_load: float, stream: bool) -> Sample:
+    """Read the response to the request written on `sock` at `sent` (perf_counter time); a
+    connection the server keeps alive goes to `give`, for a later request."""
     loop = asyncio.get_running_loop()
     play, response = Playback(), Response()
     received, rate, body = 0, 0, bytearray()  # rate: set from the head
@@ -351,7 +356,7 @@ async def _response(pool: Pool, sock: socket.socket, index: int, scheduled: floa
         error, kind = f"{type(exc).__name__}: {exc}", "disconnect"
     end = time.perf_counter()
     if response.reusable:
-        pool.give(sock)
+        give(sock)
     else:
         sock.close()
     return Sample(index=index, scheduled_s=scheduled, started_s=sent - t_load,
@@ -379,7 +384,7 @@ async def _exchange(pool: Pool, request: bytes, index: int, t_load: float,
         sock.close()
         return _sample(index, None, time.perf_counter(), t_load, "disconnect",
                        f"{type(exc).__name__}: {exc}")
-    return await _response(pool, sock, index, None, time.perf_counter(), t_load, stream)
+    return await _response(pool.give, sock, index, None, time.perf_counter(), t_load, stream)
 
 
 async def _closed(pool: Pool, requests: Callable[[int], bytes], load: Load, shape: Closed,
@@ -403,47 +408,45 @@ async def _closed(pool: Pool, requests: Callable[[int], bytes], load: Load, shap
     await asyncio.gather(*(user() for _ in range(shape.concurrency)))
 
 
-async def _open(pool: Pool, requests: Callable[[int], bytes], load: Load, shape: Open,
-                t_load: float, record: Callable[[Sample], None]) -> bool | None:
-    """Write each request when it is due, whatever happened to the ones before it; return
-    whether the sender thread had real-time priority.
+async def _open(endpoint: Endpoint, requests: Sequence[bytes], load: Load, shape: Open,
+                record: Callable[[Sample], None]) -> tuple[float, bool | None]:
+    """Write each request when it is due, whatever happened to the ones before it; return when
+    the load started (perf_counter) and whether the sender had real-time priority.
 
-    A thread of its own keeps the schedule and writes the requests (`arrivals.Sender`); this
-    event loop only reads the responses, so parsing one never delays the start of another.
+    A process of its own keeps the schedule and writes the requests (`sendproc`); this event
+    loop only reads the responses on the connections it hands over, so nothing the bench does
+    here delays the start of a request.
     """
     schedule = arrival_times(shape, load.seed, load.requests, load.duration_s)
     loop = asyncio.get_running_loop()
     reading: list[asyncio.Task] = []
-    ended = asyncio.Event()
-    finished = 0  # responses read to the end; the sender subtracts them from what it sent
+    sender = SenderProcess(endpoint, schedule, requests, MAX_IN_FLIGHT, CONNECT_TIMEOUT_S)
 
-    async def read(sent: Sent) -> None:
-        nonlocal finished
+    async def read(sent: Sent, t_load: float) -> None:
         try:
-            record(await _response(pool, sent.sock, sent.index, sent.due_s, sent.sent, t_load,
-                                   load.stream))
+            record(await _response(sender.give, sent.sock, sent.index, sent.due_s, sent.sent,
+                                   t_load, load.stream))
         finally:
-            finished += 1
+            sender.done()
 
-    def adopt(item: Sent | Unsent) -> None:
-        match item:
-            case Sent():
-                item.sock.setblocking(False)
-                reading.append(loop.create_task(read(item)))
-            case Unsent():
-                record(_sample(item.index, item.due_s, item.at, t_load, item.kind, item.message))
-
-    sender = Sender(schedule, t_load, pool, requests,
-                    hand_off=lambda item: loop.call_soon_threadsafe(adopt, item),
-                    finished=lambda: finished, max_in_flight=MAX_IN_FLIGHT,
-                    on_end=lambda: loop.call_soon_threadsafe(ended.set))
-    sender.start()
     try:
-        await ended.wait()
+        # The sender is up; the schedule starts a moment from now, so that even the first
+        # request finds its connection opened ahead (`arrivals.PREPARE_S`) like any other.
+        t_load = time.perf_counter() + START_AHEAD_S
+        sender.go(t_load)
+        async for item in sender.items():
+            match item:
+                case Sent():
+                    reading.append(loop.create_task(read(item, t_load)))
+                case Unsent():
+                    record(_sample(item.index, item.due_s, item.at, t_load, item.kind,
+                                   item.message))
         await asyncio.gather(*reading)
     finally:
-        sender.stop()
-    return sender.realtime
+        for task in reading:
+            task.cancel()
+        sender.close()
+    return t_load, sender.realtime
 
 
 async def _drive(url: str, load: Load, on_done: Callable[[Sample], None]) -> LoadResult:
@@ -462,11 +465,11 @@ async def _drive(url: str, load: Load, on_done: Callable[[Sample], None]) -> Loa
     pool = Pool(endpoint, CONNECT_TIMEOUT_S)
     shape, realtime = load.shape, None
     try:
-        t_load = time.perf_counter()
         if isinstance(shape, Closed):
+            t_load = time.perf_counter()
             await _closed(pool, requests, load, shape, t_load, record)
         else:
-            realtime = await _open(pool, requests, load, shape, t_load, record)
+            t_load, realtime = await _open(endpoint, built, load, shape, record)
         wall = time.perf_counter() - t_load
     finally:
         pool.close()
@@ -483,11 +486,12 @@ def run_load(url: str, load: Load, on_done: Callable[[Sample], None] = lambda s:
         raise ValueError("concurrency must be at least 1")
     # Objects alive now (the interpreter, rich, the planner) leave the collector's view,
     # so a full collection during the load scans only what the load allocates and cannot
-    # stall the schedule for long.
+    # hold up the reading of responses (and so their timing) for long.
     gc.collect()
     gc.freeze()
-    # The thread that keeps an open-loop schedule needs the interpreter lock the moment it
-    # wakes; by default the event loop reading responses would hand it over only after 5 ms.
+    # The event loop stamps each read the moment it wakes; by default another thread of the
+    # bench holding the interpreter lock (the progress display) would hand it over only after
+    # 5 ms, and the stamp with it.
     switch = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
