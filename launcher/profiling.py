@@ -5,9 +5,11 @@ bench's request texts are run through them one request at a time in one thread, 
 costs are its own (no contention; that is what the model predicts). Per stage and request:
 - wall time and the thread's CPU time; what is neither is device time (a GPU, a sleep, I/O);
 - the part of its CPU time that holds the interpreter lock: the same requests run again with a
-  pure-Python thread spinning in the same process, and what a stage slows down by is the time it
-  needed the lock (CPython hands the lock over every switch interval; a stage that keeps dropping
-  and retaking it pays that too, as it does beside a busy stage in a real process);
+  probe thread waking every 0.2 ms in the same process, and the share of its wake-ups that found
+  the lock held is the share of the stage's time that held it;
+- how much native work it does per call, between two moments it needs the lock back: a few short
+  requests run again beside a thread spinning pure Python, and each time the stage needs the lock
+  back it waits for the spinner's switch interval;
 - the chunks and payload bytes it hands on, and the resident memory its construction added.
 Plus the cost of a cross-process handoff (a pipe round trip and a copy), and the serving process's
 per-request work (encoding the audio).
@@ -119,6 +121,58 @@ class _Probe:
         self._stop.set()
         self._thread.join()
         sys.setswitchinterval(self._old_interval)
+
+
+class _Spinner:
+    """A thread that runs pure Python flat out beside the stages, as a busy stage does in a worker,
+    with a short switch interval. A stage then waits about an interval each time it needs the lock
+    back: after each native call (to run the Python that makes the next one; a call or two more may
+    slip in while the spinner wakes up) and for half of its own pure-Python time, which it shares
+    with the spinner. So (slowdown - lock-holding time) / INTERVAL counts the waits, and its native
+    time over that count is the native work per wait: what the model calls a call. The interval is
+    short to keep this cheap (a wait per torch op adds up); the count hardly depends on it, since
+    what ends a run of calls is the spinner taking the lock back, not the interval's length
+    (hashing 64 KiB blocks on 2 cores: 0.06-0.09 ms of native work per wait at 0.5 ms, 0.09-0.10
+    at CPython's default 5 ms)."""
+
+    INTERVAL = 0.0005
+    # A few short requests: the count is per ms of native work, and a stage of small torch ops
+    # waits thousands of times per request (qwen3-tts's engine: about 7 s for a 100-character one).
+    REQUESTS = 3
+    TEXT_CHARS = 20
+    SETTLE = 0.05  # the first requests beside a fresh spinner waited less often (2 cores)
+
+    def __init__(self) -> None:
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        x = 0
+        while not self._stop:
+            for _ in range(200):
+                x += 1
+
+    def __enter__(self) -> _Spinner:
+        self._old_interval = sys.getswitchinterval()
+        sys.setswitchinterval(self.INTERVAL)
+        self._thread.start()
+        time.sleep(self.SETTLE)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop = True
+        self._thread.join()
+        sys.setswitchinterval(self._old_interval)
+
+    @classmethod
+    def call_ms(cls, alone_ms: float, contended_ms: float, gil_ms: float,
+                native_ms: float) -> float | None:
+        """Native work per call, from a stage's wall time alone and beside the spinner, and its
+        lock-holding and native time on the same requests; None without native work."""
+        if native_ms <= 0:
+            return None
+        waits = max(contended_ms - alone_ms - gil_ms, 0.0) / (cls.INTERVAL * 1000.0)
+        return native_ms / max(waits, 1.0)  # at least one call: the stage enters it once
 
 
 def _run_request(plan: planner.Plan, stages: dict[str, Callable], text: str,
@@ -337,18 +391,36 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
         for text in texts:
             _run_request(plan, stages, text, defaultdict(list), held, probe)
 
+    progress("timing native calls beside a busy thread")
+    switch_interval_ms = sys.getswitchinterval() * 1000.0  # the workers' (the spinner changes it)
+    short = request_texts(seed, _Spinner.REQUESTS, _Spinner.TEXT_CHARS)
+    calm: dict[str, list[float]] = defaultdict(list)
+    calm_costs: dict[str, list[float]] = defaultdict(list)
+    for text in short:
+        _run_request(plan, stages, text, calm, calm_costs)
+    contended: dict[str, list[float]] = defaultdict(list)
+    with _Spinner():
+        for text in short:
+            _run_request(plan, stages, text, contended, defaultdict(list))
+
     out = []
     for s in plan.stages:
         wall = statistics.fmean(alone[s.name])
         cpu = min(statistics.fmean(extra[s.name + ":cpu"]), wall)
         gil = min(statistics.fmean(held[s.name + ":held"]), cpu)
+        # Totals over the short requests; their lock-holding share taken to be the stage's.
+        short_cpu = sum(calm_costs[s.name + ":cpu"])
+        short_gil = short_cpu * gil / cpu if cpu else 0.0
+        call = _Spinner.call_ms(sum(calm[s.name]), sum(contended[s.name]), short_gil,
+                                short_cpu - short_gil)
         successors = [h for h in plan.handoffs if h.source == s.name]
         out.append(StageProfile(
             name=s.name, gil_ms=round(gil, 4), native_ms=round(cpu - gil, 4),
             device_ms=round(wall - cpu, 4),
             chunks_out=round(statistics.fmean(extra[s.name + ":items"]), 3),
             out_bytes=round(statistics.fmean(extra[s.name + ":bytes"]) if successors else 0.0),
-            rss_mib=round(rss[s.name], 1)))
+            rss_mib=round(rss[s.name], 1),
+            native_call_ms=round(call, 4) if call is not None else None))
     progress("measuring the HTTP front door")
     audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
     frontend_ms, client_ms, handoff = _front_door(audio_ms)
@@ -359,4 +431,5 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
         frontend_ms=round(frontend_ms, 4), client_ms=round(client_ms, 4),
         process_rss_mib=round(base_rss, 1), requests=requests,
         request_scale=_scales(alone, [s.name for s in plan.stages]),
+        switch_interval_ms=round(switch_interval_ms, 4),
         note=f"{TEXT_CHARS}-character texts, seed {seed}, torch {torch.__version__}")

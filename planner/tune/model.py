@@ -16,11 +16,20 @@ interpreter lock is handed over first come first served (CPython is close to tha
 cores are a shared pool; memory never limits throughput; every process spends CPU only on the
 work charged here (the launcher keeps it so: workers and the serving process run torch with one
 intra-op thread, since a second one spin-waits after every op and, measured on 2 cores, took
-5-8 ms of CPU per request from the workers). Not modelled yet: native work that re-takes the
-interpreter lock between calls (hashing a block at a time, small torch ops) waits behind another
-thread's pure-Python work in its process, up to a switch interval each time; the model lets such
-native work overlap with that Python work, so it over-predicts a process that mixes them at high
-load (the `native-device` pipeline of `benchmarks/tune_accuracy.py` at C=8).
+5-8 ms of CPU per request from the workers).
+
+Native work and the lock: native code releases the interpreter lock for a call (a torch op, a
+hashed block) and needs it back to run the Python that makes the next call. A thread that asks
+for the lock while another thread of its process runs pure Python waits until that thread drops
+it, which CPython forces only after a switch interval (5 ms by default) or when the holder blocks
+or calls native code itself. So while a process runs pure Python, its native work gets about one
+call in per switch interval: a process mixing the two serialises them far more than their CPU
+times suggest (measured on `native-device` of `benchmarks/tune_accuracy.py` at C=8, the model
+without this over-predicted such placements by 22-50%). The model runs native work in calls of the profiled size (`native_call_ms`): between
+calls the thread takes the lock for no time if it is free, and otherwise gives up its core and
+queues for it; pure-Python work holds the lock in slices of at most a switch interval and queues
+again after each, so a waiter's wait is bounded by the switch interval as in CPython (first come
+first served: a waiter arriving mid-slice waits out the rest of that slice, not a full interval).
 """
 
 from __future__ import annotations
@@ -84,6 +93,7 @@ class _Stage:
     gil: float
     native: float
     device: float
+    call: float  # native work per call (between two re-takes of the lock)
     chunks_out: float
     out_bytes: float
     succ: tuple[tuple[str, bool], ...]  # (successor, streaming)
@@ -101,20 +111,42 @@ def _stages(plan: Plan, profile: Profile) -> dict[str, _Stage]:
         p = profile.stage(s.name)
         unit = s.process if not s.is_tp else f"{s.name} (tp)"  # ranks run in lock step
         out[s.name] = _Stage(s.name, unit, tuple(s.gpus), p.gil_ms, p.native_ms, p.device_ms,
-                             max(p.chunks_out, 1.0), p.out_bytes, tuple(succ[s.name]),
+                             p.call_ms, max(p.chunks_out, 1.0), p.out_bytes, tuple(succ[s.name]),
                              preds[s.name])
     return out
 
 
 # -- a small discrete-event engine -----------------------------------------------------------------
 class _Resource:
-    __slots__ = ("name", "free", "capacity", "queue", "busy", "since")
+    __slots__ = ("name", "free", "capacity", "queue", "busy", "since", "runners", "retakers")
 
     def __init__(self, name: str, capacity: int = 1) -> None:
         self.name, self.capacity, self.free = name, capacity, capacity
         self.queue: deque[Generator] = deque()
         self.busy = 0.0  # server-milliseconds held
         self.since: list[float] = []
+        # An interpreter lock only: its process's threads running native work (a dict, not a set:
+        # the order they are told of a new holder must not depend on object addresses), and the
+        # queued threads that want it only to make their next native call.
+        self.runners: dict[_Native, None] = {}
+        self.retakers: set[Generator] = set()
+
+
+class _Native:
+    """A thread's native work in progress: `left` ms of it, in calls of `call` ms, `into` ms into
+    the current call; between calls it needs the lock of its process."""
+
+    __slots__ = ("at_boundary", "call", "gen", "into", "left", "lock", "since", "token")
+
+    def __init__(self, lock: _Resource, ms: float, call: float) -> None:
+        self.lock, self.left, self.call, self.into = lock, ms, max(call, 1e-6), 0.0
+        self.gen: Generator | None = None
+        self.since = 0.0
+        self.token = 0  # bumped to void the event scheduled before
+        self.at_boundary = False  # the event scheduled is a call boundary, not the end
+
+
+_EPS = 1e-9
 
 
 class _Sim:
@@ -134,7 +166,10 @@ class _Sim:
             fn(*args)
 
     # Threads are generators yielding ("hold", ms) | ("get", resource) | ("put", resource) |
-    # ("park", (slots, key)): wait, stored in slots[key], until someone steps it again.
+    # ("park", (slots, key)): wait, stored in slots[key], until someone steps it again |
+    # ("native", _Native): run native work (holding a core) until it is done or a call boundary
+    # finds the lock held | ("retake", lock): take the lock and drop it at once (the Python
+    # between two native calls), queueing first come first served if it is held.
     def step(self, gen: Generator, _: object = None) -> None:
         while True:
             try:
@@ -149,21 +184,81 @@ class _Sim:
                 if arg.free:
                     arg.free -= 1
                     arg.since.append(self.now)
+                    if arg.runners:
+                        self._lock_taken(arg)
                 else:
                     arg.queue.append(gen)
                     return
             elif op == "put":
                 arg.busy += self.now - arg.since.pop()
-                if arg.queue:  # handed straight to the next in line
-                    nxt = arg.queue.popleft()
-                    arg.since.append(self.now)
-                    self.at(0.0, self.step, nxt)
-                else:
-                    arg.free += 1
+                self._hand_on(arg)
+            elif op == "native":
+                arg.gen, arg.since = gen, self.now
+                arg.lock.runners[arg] = None
+                self._schedule(arg)
+                return
+            elif op == "retake":
+                if not arg.free:
+                    arg.queue.append(gen)
+                    arg.retakers.add(gen)
+                    return
             else:  # park
                 slots, key = arg
                 slots[key] = gen
                 return
+
+    def _hand_on(self, res: _Resource) -> None:
+        """`res` was released: the next in line gets it (a retaker only passes through)."""
+        while res.queue:
+            nxt = res.queue.popleft()
+            self.at(0.0, self.step, nxt)
+            if nxt in res.retakers:
+                res.retakers.discard(nxt)
+                continue
+            res.since.append(self.now)
+            if res.runners:
+                self._lock_taken(res)
+            return
+        res.free += 1
+
+    # -- native work against its process's lock -----------------------------------------------
+    def _advance(self, n: _Native) -> None:
+        done = self.now - n.since
+        n.since = self.now
+        n.left = max(n.left - done, 0.0)
+        n.into = (n.into + done) % n.call
+
+    def _schedule(self, n: _Native) -> None:
+        """Its next event: the end of its work, or, while the lock is held, the next call
+        boundary (where it will have to wait) if that comes first."""
+        n.token += 1
+        to_boundary = n.call - n.into if n.call - n.into > _EPS else n.call
+        n.at_boundary = not n.lock.free and to_boundary < n.left - _EPS
+        self.at(to_boundary if n.at_boundary else n.left, self._native_event, n, n.token)
+
+    def _lock_taken(self, lock: _Resource) -> None:
+        """Someone took `lock` for Python: each native thread of its process will stop at its
+        next call boundary unless the lock is free again by then (one already bound for a
+        boundary keeps it: when that comes does not depend on who holds the lock)."""
+        for n in lock.runners:
+            if not n.at_boundary:
+                self._advance(n)
+                self._schedule(n)
+
+    def _native_event(self, n: _Native, token: int) -> None:
+        if token != n.token:
+            return
+        self._advance(n)
+        if n.at_boundary:
+            n.into = 0.0
+            if n.lock.free:  # the holder let go before this call ended: carry on
+                self._schedule(n)
+                return
+        else:
+            n.left = 0.0
+        del n.lock.runners[n]
+        n.token += 1
+        self.step(n.gen)
 
 
 @dataclass
@@ -179,6 +274,7 @@ class _Run:
         self.p, self.w = profile, workload
         self.stages = _stages(plan, profile)
         self.sim = _Sim()
+        self.switch = max(profile.switch_interval_ms, 0.01)
         self.cores = _Resource("cores", max(1, cores))
         self.gil: dict[str, _Resource] = {}
         self.gpu: dict[int, _Resource] = {}
@@ -213,17 +309,25 @@ class _Run:
         self.sim.step(self._stage_loop(name))
 
     def _work(self, proc: str, gil: float, native: float, device: float,
-              gpus: Iterable[_Resource] = ()) -> Generator:
-        if gil > 0:
-            yield ("get", self.gil[proc])
+              gpus: Iterable[_Resource] = (), call: float = float("inf")) -> Generator:
+        lock = self.gil[proc]
+        while gil > _EPS:  # a slice per switch interval: a waiter gets the lock in between
+            part = min(gil, self.switch)
+            yield ("get", lock)
             yield ("get", self.cores)
-            yield ("hold", gil)
+            yield ("hold", part)
             yield ("put", self.cores)
-            yield ("put", self.gil[proc])
+            yield ("put", lock)
+            gil -= part
         if native > 0:
-            yield ("get", self.cores)
-            yield ("hold", native)
-            yield ("put", self.cores)
+            run = _Native(lock, native, call)
+            while True:
+                yield ("get", self.cores)
+                yield ("native", run)
+                yield ("put", self.cores)
+                if run.left <= _EPS:
+                    break
+                yield ("retake", lock)  # waiting for the lock takes no core
         if device > 0:
             held = list(gpus)
             for g in held:
@@ -249,7 +353,7 @@ class _Run:
                 share = item.share * frac
                 work = share * cost
                 yield from self._work(s.process, s.gil * work + (item.recv_gil if k == 0 else 0),
-                                      s.native * work, s.device * work, gpus)
+                                      s.native * work, s.device * work, gpus, s.call)
                 last = k == len(pieces) - 1
                 for target, st in s.succ:
                     if st and whole_pieces:

@@ -10,6 +10,11 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = 1
+# Native work between two re-takes of the interpreter lock, where the profile did not measure it
+# (older profiles): a torch op or a hashed block takes well under a switch interval, so assume
+# native work re-takes the lock often. It is the cautious side: it predicts less overlap between a
+# process's native work and its other threads' pure-Python work, never more than there is.
+DEFAULT_NATIVE_CALL_MS = 1.0
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,8 @@ class StageProfile:
     `gil_ms`: CPU time that holds the interpreter lock (it slows down by as much when another
     thread of the same process is busy); `native_ms`: the rest of its CPU time (native code that
     releases the lock); `device_ms`: wall time spent neither (a device, a sleep, I/O).
+    `native_call_ms`: native work per call, between two moments the thread needs the lock back to
+    run the Python that makes the next call (None: not measured, DEFAULT_NATIVE_CALL_MS).
     """
 
     name: str
@@ -29,10 +36,15 @@ class StageProfile:
     out_bytes: float = 0.0  # payload bytes it hands on per request
     rss_mib: float = 0.0  # resident memory its construction added
     cuda_mib: float | None = None
+    native_call_ms: float | None = None
 
     @property
     def busy_ms(self) -> float:
         return self.gil_ms + self.native_ms + self.device_ms
+
+    @property
+    def call_ms(self) -> float:
+        return self.native_call_ms or DEFAULT_NATIVE_CALL_MS
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,9 @@ class Profile:
     requests: int = 0  # how many requests the means are over
     # Each profiled request's total cost over the mean (texts differ): the model draws from these.
     request_scale: tuple[float, ...] = (1.0,)
+    # CPython's switch interval (`sys.getswitchinterval()`) where the stages ran: how long a thread
+    # waiting for the interpreter lock lets a pure-Python holder keep it before forcing a drop.
+    switch_interval_ms: float = 5.0
     note: str = ""
 
     def stage(self, name: str) -> StageProfile:

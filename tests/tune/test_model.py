@@ -1,6 +1,8 @@
 """The performance model on pipelines whose costs are known: the placement it recommends changes
 with the load and with the machine, as the launcher's execution says it should."""
 
+from dataclasses import replace
+
 import pytest
 
 import planner
@@ -18,9 +20,11 @@ def chain(*names, process="p"):
                                 "process_safe_edges": [[a, b] for a, b in zip(names, names[1:])]})
 
 
-def profile(stages, cores=2, handoff=HandoffCost(0.05, 5.0, 0.05), frontend_ms=0.0):
+def profile(stages, cores=2, handoff=HandoffCost(0.05, 5.0, 0.05), frontend_ms=0.0,
+            native_call_ms=None):
     return Profile(model="chain", variant="default", cores=cores, cpu_model="test",
-                   stages=tuple(StageProfile(n, *costs) for n, costs in stages.items()),
+                   stages=tuple(StageProfile(n, *costs, native_call_ms=native_call_ms)
+                                for n, costs in stages.items()),
                    handoff=handoff, frontend_ms=frontend_ms, process_rss_mib=100.0)
 
 
@@ -42,9 +46,11 @@ def test_one_request_at_a_time_prefers_one_process_and_a_load_prefers_two():
 
 
 def test_two_cores_keep_one_process_and_more_cores_split_it():
-    # Half of every stage is native work: on 2 cores the CPU is the bound whatever the split.
+    # Half of every stage is native work, in one call (it needs the lock back only when done, so
+    # it overlaps the other stages' Python freely): on 2 cores the CPU is the bound whatever the
+    # split.
     pl = chain("a", "b", "c")
-    prof = profile({n: (3.0, 3.0, 0.0) for n in "abc"})
+    prof = profile({n: (3.0, 3.0, 0.0) for n in "abc"}, native_call_ms=3.0)
     load = Workload(concurrency=8)
     assert best_name(pl, prof, load, cores=2) == "declared"
     many = best_name(pl, prof, load, cores=8)
@@ -105,3 +111,70 @@ def test_the_persistent_overlay_reproduces_the_chosen_plan():
         (g.name, g.stages) for g in r.plan.groups]
     assert [(s.name, s.fraction) for s in again.plan.stages] == [
         (s.name, s.fraction) for s in r.plan.stages]
+
+
+# -- native work re-takes the interpreter lock between calls ---------------------------------------
+def placement(pipeline, name):
+    for p in planner.feasible_placements(pipeline):
+        if (" ".join(planner.flags(p.requests)) or "declared") == name:
+            return p.plan
+    raise KeyError(name)
+
+
+def mixed(call_ms, cores=4):
+    """a: 4 ms of native work in calls of `call_ms` ms; b: 4 ms of pure Python."""
+    return profile({"a": (0.0, 4.0, 0.0), "b": (4.0, 0.0, 0.0)}, cores=cores,
+                   native_call_ms=call_ms)
+
+
+def test_native_work_waits_for_the_lock_behind_its_process_pure_python_work():
+    pl, load = chain("a", "b"), Workload(concurrency=8)
+    prof = mixed(0.05)  # a hashed block, a small torch op
+    declared = predict(planner.declared_plan(pl), prof, load)
+    split = predict(placement(pl, "--isolate-stage b"), prof, load)
+    # Apart, each stage thread is the bound (4 ms and the handoffs it makes: under 250 req/s).
+    # Together, a's thread needs the lock after every 0.05 ms call while b holds it for up to a
+    # switch interval, so little of a's work overlaps b's: nearly 8 ms of serial work per request.
+    assert split.throughput_rps == pytest.approx(240, rel=0.05)
+    assert declared.throughput_rps == pytest.approx(1000 / 8, rel=0.15)
+    assert best_name(pl, prof, load) == "--isolate-stage b"
+
+
+def test_the_fewer_calls_native_work_makes_the_more_it_overlaps_pure_python():
+    pl, load = chain("a", "b"), Workload(concurrency=8)
+    rps = [predict(planner.declared_plan(pl), mixed(call), load).throughput_rps
+           for call in (0.05, 0.5, 2.0, 1e9)]
+    assert rps == sorted(rps) and rps[0] < 0.7 * rps[-1]
+    # One call per request: it needs the lock only when done, and b holds it 4 ms at most.
+    assert rps[-1] > 0.9 * 250
+
+
+def test_a_lone_native_thread_or_pure_python_predicts_as_before():
+    # Nothing else in the process holds the lock for long: however small the calls, native work
+    # runs as if it never needed the lock (the old model), and pure Python never makes calls.
+    load = Workload(concurrency=8)
+    native = chain("a", "b")
+    both_native = {"a": (0.0, 4.0, 0.0), "b": (0.0, 4.0, 0.0)}
+    fine, coarse = (predict(planner.declared_plan(native), profile(both_native, cores=4,
+                                                                   native_call_ms=c), load)
+                    for c in (0.05, 1e9))
+    assert fine.throughput_rps == pytest.approx(coarse.throughput_rps, rel=0.02)
+    assert fine.throughput_rps == pytest.approx(240, rel=0.05)  # a stage thread's bound
+    python = {"a": (4.0, 0.0, 0.0), "b": (4.0, 0.0, 0.0)}
+    assert predict(planner.declared_plan(native), profile(python, native_call_ms=0.05), load) \
+        == predict(planner.declared_plan(native), profile(python, native_call_ms=1e9), load)
+
+
+def test_pure_python_holds_the_lock_a_switch_interval_at_a_time():
+    # b runs 40 ms of pure Python per request; a's native work needs the lock after every 0.05 ms
+    # call. CPython makes b drop the lock for a waiter after a switch interval, so a gets a call in
+    # per interval while b works: the shorter the interval, the more of a overlaps b. An interval
+    # as long as b's hold is the same as no slicing at all.
+    pl, load = chain("a", "b"), Workload(concurrency=8, requests=40, warmup=8)
+    stages = {"a": (0.0, 4.0, 0.0), "b": (40.0, 0.0, 0.0)}
+
+    def rps(switch_ms):
+        prof = replace(profile(stages, cores=4, native_call_ms=0.05), switch_interval_ms=switch_ms)
+        return predict(planner.declared_plan(pl), prof, load).throughput_rps
+
+    assert rps(0.5) > rps(1.0) > rps(5.0) > rps(40.0) == rps(1000.0)
