@@ -33,6 +33,7 @@ import time
 from datetime import date
 
 import torch
+from handoff_cost import memory_copy  # the same baseline: a plain copy_ into touched pages
 
 import launcher
 import planner
@@ -132,18 +133,6 @@ def pipe_round_trips(repeat: int) -> dict[str, float]:
     return out
 
 
-def memcpy(nbytes: int, repeat: int) -> list[float]:
-    src = torch.rand(nbytes // 4)
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        dst.copy_(src)
-        out.append(time.perf_counter() - t)
-    return out
-
-
 def measure(args: argparse.Namespace) -> dict:
     """Both placements run side by side and are measured in turn, round after round, so that a
     machine busy with something else now and then disturbs both alike; medians of the rounds."""
@@ -168,7 +157,7 @@ def measure(args: argparse.Namespace) -> dict:
                 per[p]["big_latency_s"].append(statistics.median(latencies(d, n_big, warmup=3)))
     out: dict = {p: {k: statistics.median(v) for k, v in m.items()} for p, m in per.items()}
     out["rounds"] = per
-    copy = statistics.median(memcpy(BIG, 10 if args.quick else 50))
+    copy = statistics.median(memory_copy(BIG, 10 if args.quick else 50))
     crossings = [(b - a) / 2 for a, b in zip(per["one"]["big_latency_s"],
                                              per["split"]["big_latency_s"])]
     out["memcpy_64mib_s"] = copy

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from launcher.bench.arrivals import realtime
 from launcher.bench.loadgen import LATE_S, Closed, Load, Open, arrival_times, run_load
+from launcher.bench.machine import cpu_model
 from launcher.bench.stats import percentile
 
 FIRST_S, CHUNKS, CHUNK_S, CHUNK_BYTES = 0.05, 4, 0.02, 9600  # 0.2 s of 24 kHz PCM per chunk
@@ -54,16 +55,6 @@ config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="info", access_
                         backlog=4096)
 uvicorn.Server(config).run()
 """
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
@@ -118,7 +109,8 @@ def main() -> int:
     requests = args.requests or (50 if args.quick else 500)
     known_latency = FIRST_S + (CHUNKS - 1) * CHUNK_S
 
-    print(f"# load generator accuracy, {date.today()}, {cpu_model()} ({os.cpu_count()} CPUs), "
+    machine = cpu_model() or platform.machine()
+    print(f"# load generator accuracy, {date.today()}, {machine} ({os.cpu_count()} CPUs), "
           f"Python {platform.python_version()}")
     print(f"server: first audio after {FIRST_S * 1000:g} ms, {CHUNKS} chunks {CHUNK_S * 1000:g} "
           f"ms apart (latency {known_latency * 1000:g} ms), no CPU work; Poisson arrivals, "

@@ -41,7 +41,7 @@ import re
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -420,20 +420,12 @@ def segments(prefix: str) -> list[str]:
 def sweep_orphans(prefix: str) -> int:
     """Unlink every block under `prefix` whose owner process no longer exists (its owner and
     that owner's supervisor were both killed before they could clean up); how many."""
-    removed = 0
-    for name in segments(prefix):
-        pid = owner_pid(name)
-        if pid is None or _alive(pid):
-            continue
-        try:
-            os.unlink(os.path.join(SHM_DIR, name))
-            removed += 1
-        except FileNotFoundError:
-            pass
-    return removed
+    return _unlink(n for n in segments(prefix)
+                   if (pid := owner_pid(n)) is not None and not pid_alive(pid))
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (someone else's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -445,8 +437,12 @@ def _alive(pid: int) -> bool:
 
 def sweep(prefix: str) -> int:
     """Unlink every segment whose name starts with `prefix`; returns how many there were."""
+    return _unlink(segments(prefix))
+
+
+def _unlink(names: Iterable[str]) -> int:
     removed = 0
-    for name in segments(prefix):
+    for name in names:
         try:
             os.unlink(os.path.join(SHM_DIR, name))
             removed += 1

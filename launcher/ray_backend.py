@@ -233,7 +233,8 @@ class RayBackend:
             ray.wait([a.task for a in victims], num_returns=len(victims), timeout=10.0)
         if self.shares_memory:  # this machine: return once the processes are gone, as locally
             deadline = time.monotonic() + 5.0
-            while any(_running(a.pid) for a in victims) and time.monotonic() < deadline:
+            running = [a.pid for a in victims if a.pid > 0]
+            while any(map(ipc.pid_alive, running)) and time.monotonic() < deadline:
                 time.sleep(0.02)
         for a in victims:
             self._forget(a.spec.name)
@@ -348,18 +349,6 @@ def _no_delay(conn: mpc.Connection) -> None:
     previous one is acknowledged, which costs tens of ms under load."""
     with socket.socket(fileno=os.dup(conn.fileno())) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-def _running(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # a process of another user: not ours, yet there
-    return True
 
 
 _HOST = None
