@@ -92,7 +92,8 @@ def main() -> None:
                                              gpus=False).packing
             t = time.perf_counter()
             replicas = launch_replicas(result.plan, packing, "cpu", backend=backend,
-                                       session=session if backend == "ray" else None)
+                                       session=session if backend == "ray" else None,
+                                       cluster=ray_cluster)
             startup = time.perf_counter() - t
             with replicas:
                 rows[backend] = (startup, _latency(replicas, n), _throughput(replicas, seconds))

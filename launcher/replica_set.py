@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-from planner import Packing, Plan
+from planner import Cluster, Packing, Plan
 
 from . import metrics
 from .audio import Audio
@@ -128,13 +128,14 @@ class ReplicaSet:
 
 def launch_replicas(plan: Plan, packing: Packing, device: str = "auto", *,
                     backend: BackendName = "local", session: Any = None,
-                    **launch_kwargs: Any) -> ReplicaSet:
+                    cluster: Cluster | None = None, **launch_kwargs: Any) -> ReplicaSet:
     """Start every replica of `packing` (all at once) and return when all are ready.
 
-    `backend="ray"` needs `session` (a `ray_backend.RaySession`, closed with the set); each
-    replica reserves its placement group on its planned node first. A replica that fails to
+    `backend="ray"` needs `session` (a `ray_backend.RaySession`, closed with the set) and the
+    `cluster` the packing was made for (its nodes carry their Ray ids); each replica reserves its
+    placement group on its planned node first. A replica that fails to
     start stops the others, and the `LaunchError` names it."""
-    cluster_nodes = {n.name: n for n in (session.cluster().nodes if session else ())}
+    nodes = {n.name: n for n in (cluster.nodes if cluster is not None else ())}
 
     def start(replica) -> Deployment:
         gpus: Mapping[int, int] = dict(replica.gpus)
@@ -143,7 +144,7 @@ def launch_replicas(plan: Plan, packing: Packing, device: str = "auto", *,
         from .ray_backend import RayBackend
         from .ray_bundles import replica_bundles
 
-        node = cluster_nodes[replica.node]
+        node = nodes[replica.node]
         bundles = replica_bundles(plan, packing.demand.gpus, packing.demand.limit)
         return launch(plan, device, gpu_map={l: 0 for l in gpus} or None,
                       backend=lambda: RayBackend(session, plan, node, bundles, replica.index),

@@ -401,7 +401,7 @@ def _serve_replicas(args: argparse.Namespace) -> int:
 
     def start():
         return launch_replicas(result.plan, result.packing, args.device, backend=args.backend,
-                               session=session)
+                               session=session, cluster=cluster)
 
     try:
         return serve(result.plan, result.to_dict(), host=args.host, port=args.port,

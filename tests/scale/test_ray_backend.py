@@ -61,7 +61,7 @@ def test_replicas_run_where_planned_share_gpus_as_planned_and_stop_without_a_tra
     before = set(_pg_states())
 
     replicas = launch_replicas(result.plan, result.packing, "cpu", backend="ray",
-                               session=session, factory_defaults=TINY)
+                               session=session, cluster=nodes, factory_defaults=TINY)
     try:
         health = replicas.health()
         assert health["status"] == "ok" and health["backend"] == "ray"
