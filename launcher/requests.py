@@ -125,6 +125,16 @@ class RequestTable:
                 entry.holders.discard(process)
                 entry.released.add(process)
 
+    def passed(self, request_id: int, source: str, process: str) -> None:
+        """`handed(request_id, process)` and `released(request_id, source)` at once."""
+        with self._lock:
+            entry = self._entries.get(request_id)
+            if entry is not None:
+                if process not in entry.released:
+                    entry.holders.add(process)
+                entry.holders.discard(source)
+                entry.released.add(source)
+
     def held_by(self, processes: Iterable[str]) -> list[int]:
         """Requests any of `processes` holds, oldest first."""
         wanted = set(processes)

@@ -27,7 +27,7 @@ from typing import Any
 from . import ipc, tp
 from .backend import Channel, Inbox, PeerUnreachable
 from .join import Envelope, Joiner, JoinError
-from .protocol import Deliver, HandedOver, Released, Result, StageError, Undeliverable
+from .protocol import Deliver, HandedOver, PassedOn, Released, Result, StageError, Undeliverable
 from .specs import PARENT, StageSpec, Successor, WorkerSpec
 
 _FORGET_AFTER = 4096  # cancelled request ids remembered (late payloads of them are dropped)
@@ -213,7 +213,7 @@ class StageRunner:
         if last:
             self._chunk_counters.pop((spec.name, request_id), None)
             if self._finish(spec.name, request_id):
-                notes.append(Released(request_id))
+                release_notes(notes, request_id)
         if notes:
             self.channel.to_supervisor(*notes)
 
@@ -259,3 +259,15 @@ class StageRunner:
             del self._finished[request_id]
             self._handed.pop(request_id, None)
             return True
+
+
+def release_notes(notes: list, request_id: int) -> None:
+    """Add that this process is done with the request, in as few messages as say it: the
+    supervisor reads every one of them, and it serves every request."""
+    last = notes[-1] if notes else None
+    if type(last) is Result and last.last and last.request_id == request_id:
+        return  # the request ends with its last result: nobody will ask who holds it
+    if type(last) is HandedOver and last.request_id == request_id:
+        notes[-1] = PassedOn(request_id, last.process, last.pid)
+        return
+    notes.append(Released(request_id))

@@ -26,8 +26,8 @@ from .layout import Layout
 from .metrics import Histogram
 from .procs import Proc, exit_text, startup_failure
 from .protocol import (
-    BuildError, Building, Cancel, Deliver, Free, HandedOver, PeerGone, Ready, Released, Result,
-    StageError, Started, Stats, Undeliverable,
+    BuildError, Building, Cancel, Deliver, Free, HandedOver, PassedOn, PeerGone, Ready, Released,
+    Result, StageError, Started, Stats, Undeliverable,
 )
 from .requests import RequestTable, SpeechRequest
 from .restart import RestartPolicy
@@ -167,14 +167,16 @@ class Supervisor:
         match msg:
             case Result():
                 self._result(proc, msg)
-            case HandedOver(request_id, process, pid):
+            case HandedOver(request_id, process, pid) | PassedOn(request_id, process, pid):
                 target = self.procs[process]
-                if target.pid == pid and target.running:
-                    self.table.handed(request_id, process)  # False: it ended meanwhile
-                else:
+                if not (target.pid == pid and target.running):
                     self.finish(request_id, WorkerDied(
                         f"{target.death or target.describe() + ' died'} while handling this "
                         "request"))
+                elif type(msg) is PassedOn:
+                    self.table.passed(request_id, proc.name, process)
+                else:
+                    self.table.handed(request_id, process)  # False: it ended meanwhile
             case Released(request_id):
                 self.table.released(request_id, proc.name)
             case StageError(request_id, stage, message):

@@ -18,6 +18,7 @@ from launcher.protocol import (
     Free,
     HandedOver,
     Hello,
+    PassedOn,
     PeerGone,
     Ready,
     Released,
@@ -51,6 +52,7 @@ EXAMPLES = [
     StageError(3, "tts_engine", "ValueError: bad"),
     HandedOver(3, "vocoder", 1234),
     Released(3),
+    PassedOn(3, "vocoder", 1234),
     Undeliverable(3, "tts_engine", "vocoder", "process 'vocoder' is not accepting handoffs"),
     Stats({"vocoder": (0.01, 0.02)}, {"vocoder": 0}, None, ipc.PoolUsage(1, 2, 3 << 20)),
 ]
@@ -95,6 +97,8 @@ def kind(message) -> str:
             return f"stage-error {request_id} {stage} {message_}"
         case HandedOver(request_id, process, pid):
             return f"handed-over {request_id} {process} {pid}"
+        case PassedOn(request_id, process, pid):
+            return f"passed-on {request_id} {process} {pid}"
         case Undeliverable(request_id, source, process, _):
             return f"undeliverable {request_id} {source} {process}"
         case Stats(latencies, depths, cuda_allocated, shm):
