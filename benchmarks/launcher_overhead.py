@@ -8,6 +8,7 @@ way back to the caller, which both placements pay). Measured in one run, on one 
 
 - C=1 latency: median time of one `synthesize` call with a 1 KiB payload, one request at a time;
 - C=16 throughput: 16 threads calling `synthesize` in a closed loop, requests per second;
+- CPU per request at C=16, per process (Linux): the split's work and the one's, side by side;
 - 64 MiB crossing: (median split latency - median one-process latency) / 2 crossings with a
   64 MiB payload, against a plain `copy_` of 64 MiB (the least a crossing can cost: the bytes
   move once, into shared memory, and the reader views them in place).
@@ -78,7 +79,21 @@ def latencies(deployment: launcher.Deployment, n: int, warmup: int) -> list[floa
     return out
 
 
-def throughput(deployment: launcher.Deployment, clients: int, seconds: float) -> float:
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) `pid` has used so far, all its threads; None off Linux."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def throughput(deployment: launcher.Deployment, clients: int, seconds: float,
+               cpu: dict[str, list[float]] | None = None) -> float:
+    """Requests per second; with `cpu`, also appends each process's CPU time per request
+    (in seconds) over the counted window: "caller" (the supervisor and the client threads) and
+    each worker by name."""
     done = [0] * clients
     start = threading.Barrier(clients + 1)
     stop = threading.Event()
@@ -94,9 +109,17 @@ def throughput(deployment: launcher.Deployment, clients: int, seconds: float) ->
         t.start()
     start.wait()
     time.sleep(min(0.5, seconds / 4))  # ramp-up, not counted
+    pids = {"caller": os.getpid(), **deployment.worker_pids()}
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     before, t0 = sum(done), time.perf_counter()
     time.sleep(seconds)
     after, t1 = sum(done), time.perf_counter()
+    cpu_after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    if cpu is not None and after > before:
+        for name in pids:
+            if cpu_before[name] is not None and cpu_after[name] is not None:
+                cpu.setdefault(name, []).append(
+                    (cpu_after[name] - cpu_before[name]) / (after - before))
     stop.set()
     for t in threads:
         t.join()
@@ -141,6 +164,7 @@ def measure(args: argparse.Namespace) -> dict:
     rounds = 1 if args.quick else args.rounds
     per: dict[str, dict[str, list[float]]] = {p: {"latency_s": [], "throughput_rps": [],
                                                   "big_latency_s": []} for p in PLACEMENTS}
+    cpu: dict[str, dict[str, list[float]]] = {p: {} for p in PLACEMENTS}
     with contextlib.ExitStack() as stack:
         small = {p: stack.enter_context(launcher.launch(plan_for(p, KIB), device="cpu"))
                  for p in PLACEMENTS}
@@ -148,7 +172,7 @@ def measure(args: argparse.Namespace) -> dict:
             for p, d in small.items():
                 per[p]["latency_s"].append(statistics.median(latencies(d, n_small, warmup=20)))
             for p, d in small.items():
-                per[p]["throughput_rps"].append(throughput(d, CONCURRENCY, seconds))
+                per[p]["throughput_rps"].append(throughput(d, CONCURRENCY, seconds, cpu[p]))
     with contextlib.ExitStack() as stack:
         big = {p: stack.enter_context(launcher.launch(plan_for(p, BIG), device="cpu"))
                for p in PLACEMENTS}
@@ -157,6 +181,8 @@ def measure(args: argparse.Namespace) -> dict:
                 per[p]["big_latency_s"].append(statistics.median(latencies(d, n_big, warmup=3)))
     out: dict = {p: {k: statistics.median(v) for k, v in m.items()} for p, m in per.items()}
     out["rounds"] = per
+    out["cpu_per_request_s"] = {p: {name: statistics.median(v) for name, v in c.items()}
+                                for p, c in cpu.items()}
     copy = statistics.median(memory_copy(BIG, 10 if args.quick else 50))
     crossings = [(b - a) / 2 for a, b in zip(per["one"]["big_latency_s"],
                                              per["split"]["big_latency_s"])]
@@ -206,10 +232,26 @@ def report(r: dict, quick: bool) -> str:
         f"{split['big_latency_s'] * 1e3:8.2f} ms",
         f"  64 MiB crossing {r['crossing_64mib_s'] * 1e3:.2f} ms, plain copy_ "
         f"{r['memcpy_64mib_s'] * 1e3:.2f} ms: {verdict('crossing', '<=')}",
+        *_cpu_lines(r["cpu_per_request_s"]),
         f"  floor: a pipe round trip to another process takes "
         f"{r['pipe_round_trip']['back_to_back_s'] * 1e6:.0f} us back to back, "
         f"{r['pipe_round_trip']['after_idle_s'] * 1e6:.0f} us after the receiver slept 0.5 ms",
     ])
+
+
+def _cpu_lines(cpu: dict[str, dict[str, float]]) -> list[str]:
+    """Where the CPU goes at C=16: on a machine with fewer cores than busy processes, the
+    throughput ratio cannot beat the ratio of the CPU each request costs."""
+    if not all(cpu.values()):
+        return []
+    totals = {p: sum(c.values()) for p, c in cpu.items()}
+    lines = [f"  CPU per request at C={CONCURRENCY} (caller = supervisor + client threads):"]
+    for p, c in cpu.items():
+        parts = ", ".join(f"{name} {v * 1e6:.0f}" for name, v in c.items())
+        lines.append(f"    {p:5s} {totals[p] * 1e6:4.0f} us = {parts}")
+    lines.append(f"    one/split x{totals['one'] / totals['split']:.2f}: the throughput ratio a "
+                 f"machine whose cores are all busy can reach ({os.cpu_count()} cores here)")
+    return lines
 
 
 def main() -> None:

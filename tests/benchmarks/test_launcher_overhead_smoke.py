@@ -18,3 +18,5 @@ def test_quick_mode_prints_every_figure():
                    "64 MiB crossing"):
         assert figure in out.stdout
     assert out.stdout.count("goal") == 3
+    if sys.platform.startswith("linux"):  # read from /proc
+        assert "CPU per request at C=16" in out.stdout and "relay" in out.stdout
