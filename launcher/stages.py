@@ -20,17 +20,15 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from . import ipc, tp
 from .backend import Channel, Inbox, PeerUnreachable
+from .holdings import Holdings, release_notes
 from .join import Envelope, Joiner, JoinError
-from .protocol import Deliver, HandedOver, PassedOn, Released, Result, StageError, Undeliverable
+from .protocol import Deliver, HandedOver, Released, Result, StageError, Undeliverable
 from .specs import PARENT, StageSpec, Successor, WorkerSpec
-
-_FORGET_AFTER = 4096  # cancelled request ids remembered (late payloads of them are dropped)
 
 
 class StageRunner:
@@ -46,11 +44,8 @@ class StageRunner:
         self.local = {s.name for s in spec.stages}
         self.latencies: dict[str, list[float]] = {s.name: [] for s in spec.stages}
         self.stats_lock = threading.Lock()
-        self._lock = threading.Lock()
-        self._finished: dict[int, set[str]] = {}  # request -> stages done with it here
-        self._handed: dict[int, set[tuple[str, int]]] = {}  # request -> (process, pid) told
-        self.cancelled: set[int] = set()
-        self._cancelled_order: deque[int] = deque()
+        self.holdings = Holdings(len(spec.stages))
+        self.cancelled = self.holdings.cancelled
         # Each key is touched by one stage thread only, so these need no lock.
         self._chunk_counters: dict[tuple[str, int], int] = {}
         self._held: dict[tuple[str, str, int], list] = {}
@@ -85,14 +80,7 @@ class StageRunner:
 
     # -- cancellation ----------------------------------------------------------------------------
     def cancel(self, request_id: int) -> None:
-        with self._lock:
-            if request_id not in self.cancelled:
-                self.cancelled.add(request_id)
-                self._cancelled_order.append(request_id)
-                if len(self._cancelled_order) > _FORGET_AFTER:
-                    self.cancelled.discard(self._cancelled_order.popleft())
-            self._finished.pop(request_id, None)
-            self._handed.pop(request_id, None)
+        self.holdings.cancel(request_id)
 
     def fail(self, stage: str, request_id: int, message: str) -> None:
         self.cancel(request_id)
@@ -212,7 +200,7 @@ class StageRunner:
                     return
         if last:
             self._chunk_counters.pop((spec.name, request_id), None)
-            if self._finish(spec.name, request_id):
+            if self.holdings.finish(spec.name, request_id):
                 release_notes(notes, request_id)
         if notes:
             self.channel.to_supervisor(*notes)
@@ -235,39 +223,8 @@ class StageRunner:
             notes += [Undeliverable(request_id, source, succ.process, str(exc)),
                       Released(request_id)]
             return False
-        if self._first_handoff(request_id, succ.process, pid):
+        if self.holdings.first_handoff(request_id, succ.process, pid):
             # After the payload, never after this process's Released (same pipe, same frame):
             # if the receiver dies first, this names a dead pid, and the request fails then.
             notes.append(HandedOver(request_id, succ.process, pid))
         return True
-
-    def _first_handoff(self, request_id: int, process: str, pid: int) -> bool:
-        with self._lock:
-            told = self._handed.setdefault(request_id, set())
-            if (process, pid) in told:
-                return False
-            told.add((process, pid))
-            return True
-
-    def _finish(self, stage: str, request_id: int) -> bool:
-        """Record that `stage` is done with the request; True once every stage here is."""
-        with self._lock:
-            done = self._finished.setdefault(request_id, set())
-            done.add(stage)
-            if len(done) < len(self.spec.stages):
-                return False
-            del self._finished[request_id]
-            self._handed.pop(request_id, None)
-            return True
-
-
-def release_notes(notes: list, request_id: int) -> None:
-    """Add that this process is done with the request, in as few messages as say it: the
-    supervisor reads every one of them, and it serves every request."""
-    last = notes[-1] if notes else None
-    if type(last) is Result and last.last and last.request_id == request_id:
-        return  # the request ends with its last result: nobody will ask who holds it
-    if type(last) is HandedOver and last.request_id == request_id:
-        notes[-1] = PassedOn(request_id, last.process, last.pid)
-        return
-    notes.append(Released(request_id))

@@ -113,24 +113,3 @@ def test_a_request_passed_on_moves_from_its_sender_to_its_receiver():
     table.passed(2, "pipeline", "vocoder")
     assert table.held_by(["pipeline", "vocoder"]) == [1]  # only the first
 
-
-def test_a_process_says_it_is_done_with_a_request_in_as_few_messages_as_it_can():
-    from launcher import ipc
-    from launcher.protocol import HandedOver, PassedOn, Released, Result
-    from launcher.stages import release_notes
-
-    handed = [HandedOver(7, "vocoder", 42)]
-    release_notes(handed, 7)
-    assert handed == [PassedOn(7, "vocoder", 42)]
-    ended = [Result(7, "vocoder", None, True, ipc.Packed(None, (), {}))]
-    release_notes(ended, 7)
-    assert len(ended) == 1  # the last result ends the request: nobody asks who holds it
-    streaming = [Result(7, "vocoder", 3, False, ipc.Packed(None, (), {}))]
-    release_notes(streaming, 7)
-    assert streaming[-1] == Released(7)
-    other = [HandedOver(8, "vocoder", 42)]
-    release_notes(other, 7)
-    assert other == [HandedOver(8, "vocoder", 42), Released(7)]
-    nothing: list = []
-    release_notes(nothing, 7)
-    assert nothing == [Released(7)]
