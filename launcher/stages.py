@@ -3,9 +3,9 @@
 A handoff to a stage of the same process is a queue put of the payload dict (no copy). A handoff
 to another process goes straight to it (`Channel.to_peer`): the tensors are copied into a block
 of this process's shared-memory pool (or, when small, into the message), and the supervisor is
-only told who holds the request (`HandedOver`, in the frame that carries this process's
-`Released`, so it always arrives first). A terminal stage's output goes to the supervisor
-(`Result`). A streamed output (`stream_to`) is handed on chunk by chunk.
+only told who holds the request (`holdings`: `HandedOver` before this process's `Released`, or
+both at once as `PassedOn`). A terminal stage's output goes to the supervisor (`Result`). A
+streamed output (`stream_to`) is handed on chunk by chunk.
 
 A stage's fan-in is `join`.
 
