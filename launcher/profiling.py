@@ -11,12 +11,14 @@ costs are its own (no contention; that is what the model predicts). Per stage an
   requests run again beside a thread spinning pure Python, and each time the stage needs the lock
   back it waits for the spinner's switch interval;
 - the chunks and payload bytes it hands on, and the resident memory its construction added.
-Plus the cost of a cross-process handoff (a pipe round trip and a copy), and the serving process's
+Plus the cost of a cross-process handoff (the CPU and time it adds to a request of a null pipeline
+split in two, on the launcher's own path; the copy rate), and the serving process's
 per-request work (encoding the audio).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import multiprocessing as mp
 import os
@@ -284,9 +286,20 @@ def _scales(cost: dict[str, list[float]], names: list[str]) -> tuple[float, ...]
     return tuple(sorted(round(t / mean, 4) for t in totals))
 
 
+def _process_cpu_s(pid: int, ticks: float) -> float:
+    """CPU seconds `pid` (all its threads) has used so far: its scheduler clock, to the
+    nanosecond, where the kernel lets us read another process's (Linux: the clock id of a pid is
+    `~pid << 3 | 2`), else its user and system ticks (10 ms each: over the few dozen requests
+    the front door is timed on, as coarse as what is measured)."""
+    try:
+        return time.clock_gettime((~pid << 3) | 2)
+    except OSError:
+        return ticks
+
+
 def _tree_cpu_s(pid: int) -> float:
     """CPU seconds used so far by `pid` and all its descendants (Linux /proc)."""
-    ticks = os.sysconf("SC_CLK_TCK")
+    per_tick = 1.0 / os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
     stats: dict[int, float] = {}
     for entry in os.listdir("/proc"):
@@ -298,12 +311,12 @@ def _tree_cpu_s(pid: int) -> float:
         except OSError:
             continue
         parents[int(entry)] = int(fields[1])
-        stats[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+        stats[int(entry)] = (int(fields[11]) + int(fields[12])) * per_tick
     tree, frontier = {pid}, {pid}
     while frontier:
         frontier = {p for p, pp in parents.items() if pp in frontier} - tree
         tree |= frontier
-    return sum(stats.get(p, 0.0) for p in tree)
+    return sum(_process_cpu_s(p, stats[p]) for p in tree if p in stats)
 
 
 def _serve_null(stages: list[dict[str, Any]], requests: int) -> tuple[float, float, float]:
@@ -328,37 +341,134 @@ def _serve_null(stages: list[dict[str, Any]], requests: int) -> tuple[float, flo
             started = server.start()
             texts = tuple(f"front door {i}." for i in range(8))
             run_load(started.url, Load(Closed(1), texts, 8, None, False))  # warm up
-            cpu0, self0 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
-            result = run_load(started.url, Load(Closed(1), texts, requests, None, False))
-            cpu1, self1 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
-    n = max(len(result.ok), 1)
-    wall = statistics.median(s.latency_s for s in result.ok) * 1000.0
-    client = (self1.ru_utime + self1.ru_stime - self0.ru_utime - self0.ru_stime) / n * 1000.0
-    return wall, (cpu1 - cpu0) / n * 1000.0, client
+            # In windows, and the median window taken: a one-off cost (a collection, a stats
+            # report, a neighbour's burst) would otherwise be spread over every request.
+            walls, server_ms, client_ms = [], [], []
+            for _ in range(_WINDOWS):
+                cpu0, self0 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
+                result = run_load(started.url, Load(Closed(1), texts, -(-requests // _WINDOWS),
+                                                    None, False))
+                cpu1, self1 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
+                n = max(len(result.ok), 1)
+                walls += [s.latency_s * 1000.0 for s in result.ok]
+                server_ms.append((cpu1 - cpu0) / n * 1000.0)
+                client_ms.append((self1.ru_utime + self1.ru_stime - self0.ru_utime
+                                  - self0.ru_stime) / n * 1000.0)
+    return (statistics.median(walls) if walls else 0.0, statistics.median(server_ms),
+            statistics.median(client_ms))
 
 
-def _front_door(audio_ms: float, requests: int = 40) -> tuple[float, float, HandoffCost]:
-    """(serving-side ms, load client ms, cross-process handoff) per request, from pipelines of
-    stages that do nothing: one stage (the front door alone), then two stages in one process and
-    in two (the difference is what one crossing costs on this machine, on the launcher's path)."""
-    def stage(name: str, process: str, audio: bool, nxt: str | None) -> dict[str, Any]:
-        return {"name": name, "process": process, "factory": "launcher.synthetic:stage",
-                "args": {"audio_ms": max(audio_ms, 1.0)} if audio else {},
-                **({"next": nxt} if nxt else {"terminal": True})}
+_WINDOWS = 5
 
-    _, server1, client = _serve_null([stage("out", "pipeline", True, None)], requests)
-    wall_one, server_one, _ = _serve_null([stage("a", "pipeline", False, "out"),
-                                           stage("out", "pipeline", True, None)], requests)
-    wall_two, server_two, _ = _serve_null([stage("a", "pipeline", False, "out"),
-                                           stage("out", "other", True, None)], requests)
-    crossing_cpu = max(server_two - server_one, 0.0)
-    crossing_wall = max(wall_two - wall_one, crossing_cpu)
-    # The difference is small and noisy (CPU ticks): a pipe round trip is its floor.
-    pipe = _handoff_cost()
+
+def _served_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any],
+               texts: tuple[str, ...]) -> dict[str, float]:
+    """Each stage's time per request as the launcher itself times it (its call and its handoff
+    on), with the declared topology served and driven one request at a time."""
+    from . import launch
+    from .worker import STATS_INTERVAL_S
+
+    with launch(plan, device=device, factory_defaults=defaults) as deployment:
+        deployment.synthesize(texts[0], timeout=600)  # warm up: first calls build caches
+        time.sleep(2.5 * STATS_INTERVAL_S)  # the warm-up's timings are reported, then dropped
+        before = deployment.sample().stage_latency
+        for text in texts:
+            deployment.synthesize(text, timeout=600)
+        time.sleep(2.5 * STATS_INTERVAL_S)  # every worker reports its timings
+        after = deployment.sample().stage_latency
+    return {name: (after[name].total - before[name].total) / len(texts) * 1000.0
+            for name in after if after[name].n > before[name].n}
+
+
+def _as_served(plan: planner.Plan, stages: list[StageProfile], served_ms: Mapping[str, float],
+               handoff: HandoffCost) -> list[StageProfile]:
+    """The stages with their costs scaled to what they took served: a stage served shares the
+    caches and the cores with the launcher and the other stages, and runs a few percent slower
+    than alone. Each kind of work keeps the proportions measured alone.
+
+    Only a stage that ran by itself within its request is timed fairly here: one a streaming
+    edge touches, or one of parallel branches, ran beside another stage of the same request and
+    its time includes waiting for it (which the model adds itself). Those get the factor of the
+    others together; a factor far from 1 is not believed (a cost that depends on the input more
+    than on how it runs)."""
+    home = {s.name: s.process for s in plan.stages}
+    overlapping = {n for h in plan.handoffs if h.streaming for n in (h.source, h.target)}
+    if any(sum(1 for h in plan.handoffs if h.source == s.name) > 1 for s in plan.stages):
+        overlapping = set(home)
+    factors = {}
+    for stage in stages:
+        successors = [h.target for h in plan.handoffs if h.source == stage.name]
+        crossings = sum(1 for t in successors if home[t] != home[stage.name])
+        # what the model charges apart for handing the output on (the launcher's timing has it)
+        emit = crossings * (handoff.fixed_ms + handoff.copy_ms(stage.out_bytes))
+        emit += handoff.fixed_ms if not successors else 0.0
+        if stage.name in served_ms and stage.name not in overlapping and stage.busy_ms > 0:
+            factor = (served_ms[stage.name] - emit) / stage.busy_ms
+            if SERVED_FACTOR_RANGE[0] <= factor <= SERVED_FACTOR_RANGE[1]:
+                factors[stage.name] = factor
+    # The others get the factor of the calibrated work as a whole, if it is a fair share of all
+    # the work: a tiny stage's factor says little about a big one.
+    timed = sum(s.busy_ms for s in stages if s.name in factors)
+    common = 1.0
+    if timed >= COMMON_FACTOR_SHARE * sum(s.busy_ms for s in stages):
+        common = sum(s.busy_ms * factors[s.name] for s in stages if s.name in factors) / timed
+    return [dataclasses.replace(
+        s, gil_ms=round(s.gil_ms * (f := factors.get(s.name, common)), 4),
+        native_ms=round(s.native_ms * f, 4), device_ms=round(s.device_ms * f, 4))
+        for s in stages]
+
+
+SERVED_FACTOR_RANGE = (0.8, 1.5)
+COMMON_FACTOR_SHARE = 0.25
+
+
+def _front_door(audio_ms: float, requests: int = 120) -> tuple[float, float, HandoffCost]:
+    """(serving-side ms, load client ms, cross-process handoff) per request: the front door
+    from a served pipeline of one stage that does nothing, the crossing from `_crossing`."""
+    stage = {"name": "out", "process": "pipeline", "factory": "launcher.synthetic:stage",
+             "args": {"audio_ms": max(audio_ms, 1.0)}, "terminal": True}
+    _, server1, client = _serve_null([stage], requests)
+    crossing_cpu, crossing_wall = _crossing()
+    pipe = _handoff_cost()  # the floor under a crossing, and the copy rate
     handoff = HandoffCost(fixed_ms=max(crossing_cpu / 2, pipe.fixed_ms), copy_gbps=pipe.copy_gbps,
                           latency_ms=max(crossing_wall - crossing_cpu, pipe.latency_ms))
     # The serving side's own work, less the two crossings (in, out) the model charges apart.
     return max(server1 - 2 * handoff.fixed_ms, 0.0), client, handoff
+
+
+def _crossing(requests: int = 1500) -> tuple[float, float]:
+    """(CPU ms, wall ms) that one cross-process handoff adds to a request on the launcher's own
+    path: two stages that do nothing, in one process and in two, each driven one request at a
+    time through `launcher.launch`. A crossing costs a tenth of a millisecond or so; measured as
+    the difference of two served HTTP runs, it drowned in their noise (+-15% of a millisecond
+    and more), so it is measured here, on many requests, with the HTTP front door left out."""
+    from . import launch
+
+    def pipeline(split: bool) -> dict[str, Any]:
+        def stage(name: str, nxt: str | None) -> dict[str, Any]:
+            return {"name": name, "process": "other" if split and nxt is None else "pipeline",
+                    "factory": "launcher.synthetic:stage",
+                    "args": {} if nxt else {"audio_ms": 1.0},
+                    **({"next": nxt} if nxt else {"terminal": True})}
+        return {"name": "crossing", "stages": [stage("a", "out"), stage("out", None)],
+                "process_safe_edges": [["a", "out"]]}
+
+    cpu, wall = {}, {}
+    for split in (False, True):
+        result = planner.solve(config=pipeline(split))
+        with launch(result.plan, device="cpu") as deployment:
+            for _ in range(50):
+                deployment.synthesize("x", timeout=30)
+            pids = [os.getpid(), *deployment.worker_pids().values()]
+            before = sum(_process_cpu_s(p, 0.0) for p in pids)
+            times = []
+            for _ in range(requests):
+                t = time.perf_counter()
+                deployment.synthesize("x", timeout=30)
+                times.append(time.perf_counter() - t)
+            cpu[split] = (sum(_process_cpu_s(p, 0.0) for p in pids) - before) / requests * 1e3
+            wall[split] = statistics.median(times) * 1e3
+    return max(cpu[True] - cpu[False], 0.0), max(wall[True] - wall[False], 0.0)
 
 
 def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: str = "cpu",
@@ -424,6 +534,9 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
     progress("measuring the HTTP front door")
     audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
     frontend_ms, client_ms, handoff = _front_door(audio_ms)
+    progress("timing the stages served")
+    served = _served_ms(plan, device, factory_defaults or {}, texts)
+    out = _as_served(plan, out, served, handoff)
     return Profile(
         model=plan.model, variant=plan.variant, cores=len(os.sched_getaffinity(0)),
         cpu_model=cpu_model() or "unknown", stages=tuple(out),
