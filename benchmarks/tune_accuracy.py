@@ -31,6 +31,8 @@ from pathlib import Path
 
 import yaml
 
+from planner.tune.choose import rank
+
 SYNTHETIC = {
     # Two stages that hold the interpreter lock: one process serialises them.
     "lock-bound": [("front", {"gil_ms": 6.0}), ("engine", {"gil_ms": 8.0}),
@@ -92,13 +94,12 @@ def tune(target: list[str], loads: list[int], requests: int, out: Path) -> dict:
 
 
 def choice_at(candidates: list[dict], k: int) -> int:
-    """The candidate `planner tune --concurrency C` picks with load k alone: the highest
-    predicted throughput, ties to fewer processes, then to the declared topology (the ranking
-    of `planner.tune.choose`). With several loads at once tune ranks by their geometric mean,
-    which can only pick one placement for all of them."""
-    return min(range(len(candidates)), key=lambda i: (
-        -round(candidates[i]["predicted_by_workload"][k]["throughput_rps"], 9),
-        len(candidates[i]["groups"]), bool(candidates[i]["flags"])))
+    """The candidate `planner tune --concurrency C` picks with load k alone (the ranking of
+    `planner.tune.choose.rank`, on the predicted throughput). With several loads at once tune
+    ranks by their geometric mean, which can only pick one placement for all of them."""
+    order = rank([c["predicted_by_workload"][k]["throughput_rps"] for c in candidates],
+                 [len(c["groups"]) for c in candidates], [not c["flags"] for c in candidates])
+    return order[0]
 
 
 def report(name: str, result: dict, loads: list[int]) -> list[Point]:
