@@ -18,12 +18,14 @@ def test_predictions_closer_than_the_model_resolves_go_to_fewer_processes():
 
 
 def test_ties_are_judged_against_the_best_left_so_a_chain_of_small_steps_does_not_win():
-    # each 1.5% apart: 100 and 98.5 tie, 97 is 3% below the best and does not
-    scores, procs = [100.0, 98.5, 97.0], [3, 2, 1]
+    # each 3/4 of a tie apart: the second ties with the best, the third (1.5 ties below) does not
+    step = 100.0 * TIE * 0.75
+    scores, procs = [100.0, 100.0 - step, 100.0 - 2 * step], [3, 2, 1]
     assert rank(scores, processes=procs, declared=[False, False, True]) == [1, 0, 2]
 
 
 def test_lower_is_better_objectives_pass_negated_scores_and_tie_the_same_way():
     # p50 latency 200 ms against 202 ms (scores -200 and -202): a tie, fewer processes first
+    assert 202 <= 200 * (1 + TIE)
     assert rank([-200.0, -202.0], processes=[2, 1], declared=[False, True]) == [1, 0]
     assert rank([-200.0, -260.0], processes=[2, 1], declared=[False, True]) == [0, 1]
