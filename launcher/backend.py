@@ -2,8 +2,9 @@
 
 The supervisor sees a `Backend`: start a unit, send a control message, wait for events, stop,
 close. A worker sees a `Channel`: a message to the supervisor, a message to a peer, the next
-control message for it, and an inbox per stage for its payloads. Everything that crosses is a `protocol` message; how it crosses (pipes, Unix
-sockets, shared memory, or an actor framework) is the backend's business. `local` is the
+control message for it, and an inbox per stage for its payloads. Everything that crosses is a
+`protocol` message; how it crosses (pipes, Unix sockets, shared memory, or an actor framework)
+is the backend's business. `local` is the
 multiprocessing backend; another backend (Ray, for several machines) implements these two
 protocols and nothing else changes.
 
@@ -123,3 +124,13 @@ class Inbox(Protocol):
     def empty(self) -> bool: ...
 
     def qsize(self) -> int: ...
+
+
+def unregister(selector: Any, *watched: Any) -> None:
+    """Stop watching each of `watched` (a connection, a process sentinel); one that was never
+    registered, or whose descriptor is closed already, is no error."""
+    for obj in watched:
+        try:
+            selector.unregister(obj)
+        except (KeyError, ValueError, OSError):
+            pass

@@ -13,6 +13,7 @@ import time
 from collections import deque
 from typing import Any, Protocol
 
+from .backend import unregister
 from .protocol import Deliver, FrameReader, decode, encode, write_frame
 
 
@@ -89,10 +90,7 @@ class Watch:
             if not link.dead:
                 self.selector.register(link.conn, selectors.EVENT_READ, link)
         for link in retire:
-            try:
-                self.selector.unregister(link.conn)
-            except (KeyError, ValueError):
-                pass  # never registered
+            unregister(self.selector, link.conn)  # (if it was ever registered)
             link.conn.close()
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import ipc
-from .backend import Event, Exited, Received, Unit
+from .backend import Event, Exited, Received, Unit, unregister
 from .layout import with_fresh_rendezvous
 from .links import LocalChannel
 from .protocol import FrameReader, Stop, ToWorker, decode, encode, write_frame
@@ -181,11 +181,7 @@ class LocalBackend:
 
     # -- helpers ---------------------------------------------------------------------------------
     def _unregister(self, handle: _Handle) -> None:
-        for obj in (handle.conn, handle.process.sentinel):
-            try:
-                self._selector.unregister(obj)
-            except (KeyError, ValueError, OSError):
-                pass
+        unregister(self._selector, handle.conn, handle.process.sentinel)
 
     def _forget(self, name: str) -> None:
         """A process that is gone: close what pointed at it, unlink the blocks it left."""

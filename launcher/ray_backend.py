@@ -36,7 +36,7 @@ from typing import Any
 from planner import Cluster, Node, Plan
 
 from . import ipc
-from .backend import Event, Exited, Received, Unit
+from .backend import Event, Exited, Received, Unit, unregister
 from .errors import LaunchError
 from .layout import with_fresh_rendezvous
 from .protocol import FrameReader, ToWorker, decode, encode
@@ -320,10 +320,7 @@ class RayBackend:
 
     def _unregister(self, a: _Actor) -> None:
         if a.control is not None:
-            try:
-                self._selector.unregister(a.control)
-            except (KeyError, ValueError, OSError):
-                pass
+            unregister(self._selector, a.control)
 
     def _forget(self, name: str) -> None:
         a = self._actors.pop(name, None)
