@@ -31,6 +31,8 @@ from typing import Any, Protocol
 from .protocol import FromWorker, ToPeer, ToWorker
 from .specs import WorkerSpec
 
+NOTES_S = 0.01  # a backend reads bookkeeping at least this often while requests flow
+
 
 @dataclass(frozen=True)
 class Unit:

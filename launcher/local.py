@@ -32,14 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import ipc
-from .backend import Event, Exited, Received, Unit, unregister
+from .backend import NOTES_S, Event, Exited, Received, Unit, unregister
 from .layout import with_fresh_rendezvous
 from .links import LocalChannel
 from .protocol import FrameReader, Stop, ToWorker, decode, encode, write_frame
 from .specs import WorkerSpec
 
 PRELOAD = ["launcher.local", "launcher.worker", "launcher.standins"]
-NOTES_S = 0.01  # bookkeeping is read at least this often while requests flow
 
 
 def _run(spec: WorkerSpec, control: mpc.Connection, notes: mpc.Connection, token: str,

@@ -33,17 +33,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner import Cluster, Node, Plan
+from planner import Cluster, Node
 
 from . import ipc
-from .backend import Event, Exited, Received, Unit, unregister
+from .backend import NOTES_S, Event, Exited, Received, Unit, unregister
 from .errors import LaunchError
 from .layout import with_fresh_rendezvous
-from .protocol import FrameReader, ToWorker, decode, encode
+from .protocol import FrameReader, ToWorker, decode, encode, write_frame
 from .ray_bundles import ReplicaBundles
 from .specs import WorkerSpec
 
-NOTES_S = 0.01  # bookkeeping is read at least this often (as the local backend does)
 EXITS_S = 0.1  # how often actors that never dialled back are checked
 START_TIMEOUT_S = 120.0  # for Ray to start an actor in a reserved bundle
 
@@ -86,9 +85,9 @@ class RaySession:
 
     def cluster(self) -> Cluster:
         """The cluster's nodes as the planner packs onto them (with their Ray node ids)."""
-        from planner import load_cluster
+        from planner.cluster import from_ray
 
-        return load_cluster("ray")
+        return from_ray()
 
     def close(self) -> None:
         if self._ours:
@@ -114,14 +113,14 @@ class RayBackend:
     """`backend.Backend` for one replica on a Ray cluster. As for the local backend, `events`,
     `start` and `stop` are called from the supervisor's thread and `send` from any."""
 
-    def __init__(self, session: RaySession, plan: Plan, node: Node, bundles: ReplicaBundles,
-                 replica: int, ready_timeout: float = START_TIMEOUT_S) -> None:
+    def __init__(self, session: RaySession, node: Node, bundles: ReplicaBundles, replica: int,
+                 ready_timeout: float = START_TIMEOUT_S) -> None:
         ray = _ray()
         from ray.util.placement_group import placement_group
 
         self.token = secrets.token_hex(6)
         self._authkey = secrets.token_bytes(32)
-        self.session, self.node, self.bundles, self.replica = session, node, bundles, replica
+        self.bundles = bundles
         self.shares_memory = node.ray_id == session.here or _same_host(session, node)
         resources = [b.resources() for b in bundles.bundles]
         self._pg = placement_group(
@@ -188,7 +187,7 @@ class RayBackend:
         data = encode(message)
         try:
             with a.lock:
-                a.control.send_bytes(data)
+                write_frame(a.control, data)
             return True
         except (OSError, ValueError):
             return False

@@ -136,18 +136,19 @@ def launch_replicas(plan: Plan, packing: Packing, device: str = "auto", *,
     placement group on its planned node first. A replica that fails to
     start stops the others, and the `LaunchError` names it."""
     nodes = {n.name: n for n in (cluster.nodes if cluster is not None else ())}
+    if backend != "local":
+        from .ray_backend import RayBackend
+        from .ray_bundles import replica_bundles
+
+        bundles = replica_bundles(plan, packing.demand.gpus, packing.demand.limit)
 
     def start(replica) -> Deployment:
         gpus: Mapping[int, int] = dict(replica.gpus)
         if backend == "local":
             return launch(plan, device, gpu_map=gpus or None, **launch_kwargs)
-        from .ray_backend import RayBackend
-        from .ray_bundles import replica_bundles
-
         node = nodes[replica.node]
-        bundles = replica_bundles(plan, packing.demand.gpus, packing.demand.limit)
-        return launch(plan, device, gpu_map={l: 0 for l in gpus} or None,
-                      backend=lambda: RayBackend(session, plan, node, bundles, replica.index),
+        return launch(plan, device, gpu_map={logical: 0 for logical in gpus} or None,
+                      backend=lambda: RayBackend(session, node, bundles, replica.index),
                       **launch_kwargs)
 
     started: list[Deployment | None] = [None] * len(packing.replicas)
