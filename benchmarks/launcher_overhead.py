@@ -38,7 +38,7 @@ from handoff_cost import memory_copy  # the same baseline: a plain copy_ into to
 
 import launcher
 import planner
-from launcher.bench.machine import cpu_model
+from launcher.bench.machine import cpu_model, process_cpu_s
 
 KIB, MIB = 1 << 10, 1 << 20
 BIG = 64 * MIB
@@ -79,16 +79,6 @@ def latencies(deployment: launcher.Deployment, n: int, warmup: int) -> list[floa
     return out
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system) `pid` has used so far, all its threads; None off Linux."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def throughput(deployment: launcher.Deployment, clients: int, seconds: float,
                cpu: dict[str, list[float]] | None = None) -> float:
     """Requests per second; with `cpu`, also appends each process's CPU time per request
@@ -110,11 +100,11 @@ def throughput(deployment: launcher.Deployment, clients: int, seconds: float,
     start.wait()
     time.sleep(min(0.5, seconds / 4))  # ramp-up, not counted
     pids = {"caller": os.getpid(), **deployment.worker_pids()}
-    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    cpu_before = {name: process_cpu_s(pid) for name, pid in pids.items()}
     before, t0 = sum(done), time.perf_counter()
     time.sleep(seconds)
     after, t1 = sum(done), time.perf_counter()
-    cpu_after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    cpu_after = {name: process_cpu_s(pid) for name, pid in pids.items()}
     if cpu is not None and after > before:
         for name in pids:
             if cpu_before[name] is not None and cpu_after[name] is not None:

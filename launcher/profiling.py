@@ -35,7 +35,7 @@ import torch
 import planner
 from planner import HandoffCost, Profile, StageProfile
 
-from .bench.machine import cpu_model
+from .bench.machine import cpu_model, process_cpu_s
 from .bench.texts import request_texts, warmup_texts
 from .metrics import rss_bytes
 from .worker import resolve_factory
@@ -286,43 +286,28 @@ def _scales(cost: dict[str, list[float]], names: list[str]) -> tuple[float, ...]
     return tuple(sorted(round(t / mean, 4) for t in totals))
 
 
-def _process_cpu_s(pid: int, ticks: float) -> float:
-    """CPU seconds `pid` (all its threads) has used so far: its scheduler clock, to the
-    nanosecond, where the kernel lets us read another process's (Linux: the clock id of a pid is
-    `~pid << 3 | 2`), else its user and system ticks (10 ms each: over the few dozen requests
-    the front door is timed on, as coarse as what is measured)."""
-    try:
-        return time.clock_gettime((~pid << 3) | 2)
-    except OSError:
-        return ticks
-
-
 def _tree_cpu_s(pid: int) -> float:
     """CPU seconds used so far by `pid` and all its descendants (Linux /proc)."""
-    per_tick = 1.0 / os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
-    stats: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
         except OSError:
             continue
-        parents[int(entry)] = int(fields[1])
-        stats[int(entry)] = (int(fields[11]) + int(fields[12])) * per_tick
     tree, frontier = {pid}, {pid}
     while frontier:
         frontier = {p for p, pp in parents.items() if pp in frontier} - tree
         tree |= frontier
-    return sum(_process_cpu_s(p, stats[p]) for p in tree if p in stats)
+    return sum(process_cpu_s(p) or 0.0 for p in tree)
 
 
-def _serve_null(stages: list[dict[str, Any]], requests: int) -> tuple[float, float, float]:
-    """Serve a pipeline of stages that do no work as `planner bench` serves it, drive it one
-    request at a time with the bench's own client: per request (wall ms, serving-side CPU ms,
-    client CPU ms)."""
+def _serve_null(stage: dict[str, Any], requests: int) -> tuple[float, float]:
+    """Serve a pipeline of one stage that does no work as `planner bench` serves it, drive it one
+    request at a time with the bench's own client: per request (serving-side CPU ms, client CPU
+    ms)."""
     import resource
     import tempfile
 
@@ -331,31 +316,27 @@ def _serve_null(stages: list[dict[str, Any]], requests: int) -> tuple[float, flo
     from .bench.loadgen import Closed, Load, run_load
     from .bench.server import Server, ServerSpec
 
-    cfg = {"name": "front-door", "stages": stages,
-           "process_safe_edges": [[a["name"], b["name"]] for a, b in zip(stages, stages[1:])]}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "front-door.yaml")
         with open(path, "w") as f:
-            yaml.safe_dump(cfg, f)
+            yaml.safe_dump({"name": "front-door", "stages": [stage]}, f)
         with Server(ServerSpec(None, path, None, (), "cpu", None)) as server:
             started = server.start()
             texts = tuple(f"front door {i}." for i in range(8))
             run_load(started.url, Load(Closed(1), texts, 8, None, False))  # warm up
             # In windows, and the median window taken: a one-off cost (a collection, a stats
             # report, a neighbour's burst) would otherwise be spread over every request.
-            walls, server_ms, client_ms = [], [], []
+            server_ms, client_ms = [], []
             for _ in range(_WINDOWS):
                 cpu0, self0 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
                 result = run_load(started.url, Load(Closed(1), texts, -(-requests // _WINDOWS),
                                                     None, False))
                 cpu1, self1 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
                 n = max(len(result.ok), 1)
-                walls += [s.latency_s * 1000.0 for s in result.ok]
                 server_ms.append((cpu1 - cpu0) / n * 1000.0)
                 client_ms.append((self1.ru_utime + self1.ru_stime - self0.ru_utime
                                   - self0.ru_stime) / n * 1000.0)
-    return (statistics.median(walls) if walls else 0.0, statistics.median(server_ms),
-            statistics.median(client_ms))
+    return statistics.median(server_ms), statistics.median(client_ms)
 
 
 _WINDOWS = 5
@@ -391,17 +372,16 @@ def _as_served(plan: planner.Plan, stages: list[StageProfile], served_ms: Mappin
     its time includes waiting for it (which the model adds itself). Those get the factor of the
     others together; a factor far from 1 is not believed (a cost that depends on the input more
     than on how it runs)."""
-    home = {s.name: s.process for s in plan.stages}
     overlapping = {n for h in plan.handoffs if h.streaming for n in (h.source, h.target)}
     if any(sum(1 for h in plan.handoffs if h.source == s.name) > 1 for s in plan.stages):
-        overlapping = set(home)
+        overlapping = {s.name for s in plan.stages}
     factors = {}
     for stage in stages:
-        successors = [h.target for h in plan.handoffs if h.source == stage.name]
-        crossings = sum(1 for t in successors if home[t] != home[stage.name])
-        # what the model charges apart for handing the output on (the launcher's timing has it)
-        emit = crossings * (handoff.fixed_ms + handoff.copy_ms(stage.out_bytes))
-        emit += handoff.fixed_ms if not successors else 0.0
+        outgoing = [h for h in plan.handoffs if h.source == stage.name]
+        # what the model charges apart for handing the output on (the launcher's timing has it):
+        # each crossing, or the result sent to the serving process
+        emit = sum(handoff.send_ms(stage.out_bytes) for h in outgoing if h.crosses)
+        emit += handoff.fixed_ms if not outgoing else 0.0
         if stage.name in served_ms and stage.name not in overlapping and stage.busy_ms > 0:
             factor = (served_ms[stage.name] - emit) / stage.busy_ms
             if SERVED_FACTOR_RANGE[0] <= factor <= SERVED_FACTOR_RANGE[1]:
@@ -427,7 +407,7 @@ def _front_door(audio_ms: float, requests: int = 120) -> tuple[float, float, Han
     from a served pipeline of one stage that does nothing, the crossing from `_crossing`."""
     stage = {"name": "out", "process": "pipeline", "factory": "launcher.synthetic:stage",
              "args": {"audio_ms": max(audio_ms, 1.0)}, "terminal": True}
-    _, server1, client = _serve_null([stage], requests)
+    server1, client = _serve_null(stage, requests)
     crossing_cpu, crossing_wall = _crossing()
     pipe = _handoff_cost()  # the floor under a crossing, and the copy rate
     handoff = HandoffCost(fixed_ms=max(crossing_cpu / 2, pipe.fixed_ms), copy_gbps=pipe.copy_gbps,
@@ -460,13 +440,13 @@ def _crossing(requests: int = 1500) -> tuple[float, float]:
             for _ in range(50):
                 deployment.synthesize("x", timeout=30)
             pids = [os.getpid(), *deployment.worker_pids().values()]
-            before = sum(_process_cpu_s(p, 0.0) for p in pids)
+            before = sum(process_cpu_s(p) or 0.0 for p in pids)
             times = []
             for _ in range(requests):
                 t = time.perf_counter()
                 deployment.synthesize("x", timeout=30)
                 times.append(time.perf_counter() - t)
-            cpu[split] = (sum(_process_cpu_s(p, 0.0) for p in pids) - before) / requests * 1e3
+            cpu[split] = (sum(process_cpu_s(p) or 0.0 for p in pids) - before) / requests * 1e3
             wall[split] = statistics.median(times) * 1e3
     return max(cpu[True] - cpu[False], 0.0), max(wall[True] - wall[False], 0.0)
 

@@ -147,9 +147,9 @@ def _tie_note(choice: Choice) -> str:
     best = choice.best
     if best is None:
         return ""
-    above = [c for c in choice.ranked if score(c, choice.objective) > score(best, choice.objective)]
-    if not above:
+    scores = {id(c): score(c, choice.objective) for c in choice.ranked}
+    top = max(choice.ranked, key=lambda c: scores[id(c)])
+    if scores[id(top)] <= scores[id(best)]:
         return ""
-    top = max(above, key=lambda c: score(c, choice.objective))
     return (f"; {top.name} is predicted within {TIE:.0%} of it with {top.processes} processes "
             f"against {best.processes}, closer than the model resolves: the fewer processes win")

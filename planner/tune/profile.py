@@ -59,6 +59,10 @@ class HandoffCost:
     def copy_ms(self, nbytes: float) -> float:
         return nbytes / (self.copy_gbps * 1e6)
 
+    def send_ms(self, nbytes: float) -> float:
+        """The sender's whole cost of one crossing of `nbytes`."""
+        return self.fixed_ms + self.copy_ms(nbytes)
+
 
 @dataclass(frozen=True)
 class Profile:
