@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 from datetime import date
-from pathlib import Path
 
 from launcher.bench.arrivals import realtime
 from launcher.bench.loadgen import LATE_S, Closed, Load, Open, arrival_times, run_load
@@ -120,7 +119,7 @@ def main() -> int:
           f"{'late':>5}  {'TTFA p50':>9} {'TTFA p99':>9} {'lat p50':>8} {'lat p99':>8}   "
           f"{'sleep p99':>9}  (ms)")
     proc, url = start_server()
-    realtime = set()
+    priorities = set()
     try:
         run_load(url, Load(Closed(4), ("Warm up.",), 16, None, True))  # connections, imports
         for rate in rates:
@@ -128,7 +127,7 @@ def main() -> int:
             r = run_load(url, Load(Open(rate), ("Some text to speak.",), requests, None, True,
                                    seed=1))
             wall, cpu = time.perf_counter() - t0, (cpu_time() - cpu0) / requests
-            realtime.add(r.sender_realtime)
+            priorities.add(r.sender_realtime)
             floor = os_floor(rate, requests)
             lag, ttfa, lat = r.lag, r.ttfa, r.latency
             if lag is None or ttfa is None or lat is None or r.errors:
@@ -142,7 +141,7 @@ def main() -> int:
         proc.terminate()
         proc.wait(10)
     priority = {frozenset({True}): "real-time (SCHED_FIFO 1)", frozenset({False}): "normal"}
-    print(f"\nsender process priority: {priority.get(frozenset(realtime), 'mixed')}")
+    print(f"\nsender process priority: {priority.get(frozenset(priorities), 'mixed')}")
     print(f"late: sent {LATE_S * 1000:g} ms or more after due. Known: TTFA "
           f"{FIRST_S * 1000:g} ms, latency {known_latency * 1000:g} ms, plus HTTP overhead. "
           "sleep p99: the same schedule kept by a bare thread that only sleeps, at the sender's "

@@ -88,8 +88,8 @@ def main() -> None:
     try:
         for backend in ("local", "ray"):
             ray_cluster = session.cluster() if backend == "ray" else cluster
-            packing = planner.solve_replicas(pipeline, ray_cluster, 1, requests=requests,
-                                             gpus=False).packing
+            packing = result.packing if backend == "local" else planner.solve_replicas(
+                pipeline, ray_cluster, 1, requests=requests, gpus=False).packing
             t = time.perf_counter()
             replicas = launch_replicas(result.plan, packing, "cpu", backend=backend,
                                        session=session if backend == "ray" else None,
