@@ -273,8 +273,13 @@ def _solve(args: argparse.Namespace):
         cluster = load_cluster(args.cluster)
     except ConfigError as err:
         return None, config_error_result(err, args.variant)
-    replicas = 1 if args.replicas is None else (None if args.replicas == "max" else args.replicas)
-    return pipeline, solve_replicas(pipeline, cluster, replicas, args.strategy, requests)
+    return pipeline, solve_replicas(pipeline, cluster, _replica_count(args), args.strategy,
+                                    requests)
+
+
+def _replica_count(args: argparse.Namespace) -> int | None:
+    """--replicas as `solve_replicas` takes it: a count (1 when not given), or None for max."""
+    return 1 if args.replicas is None else (None if args.replicas == "max" else args.replicas)
 
 
 def _replicas(text: str):
@@ -378,32 +383,23 @@ def _serve_replicas(args: argparse.Namespace) -> int:
         pipeline = load_pipeline(model_path=args.model_path, config=args.config,
                                  variant=args.variant)
         requests = from_options(args.isolate_stage, args.stage_process)
-        replicas = 1 if args.replicas is None else (
-            None if args.replicas == "max" else args.replicas)
         from planner.api import solve_replicas
 
-        result = solve_replicas(pipeline, cluster, replicas, args.strategy, requests,
+        result = solve_replicas(pipeline, cluster, _replica_count(args), args.strategy, requests,
                                 gpus=cluster.gpu_count > 0)
         if not result.ok:
             render_result(_console(stderr=True), result)
-            if session is not None:
-                session.close()
             return result.exit_code
-    except BaseException:
-        if session is not None:
-            session.close()
-        raise
-    render_result(_console(), result)
-    if cluster.gpu_count == 0:
-        where = "the Ray cluster" if args.backend == "ray" else "this machine"
-        print(f"note: {where} has no GPUs: GPU stages run on CPU and each replica needs only "
-              "its CPUs (one per process)", file=sys.stderr, flush=True)
+        render_result(_console(), result)
+        if cluster.gpu_count == 0:
+            where = "the Ray cluster" if args.backend == "ray" else "this machine"
+            print(f"note: {where} has no GPUs: GPU stages run on CPU and each replica needs "
+                  "only its CPUs (one per process)", file=sys.stderr, flush=True)
 
-    def start():
-        return launch_replicas(result.plan, result.packing, args.device, backend=args.backend,
-                               session=session, cluster=cluster)
+        def start():
+            return launch_replicas(result.plan, result.packing, args.device,
+                                   backend=args.backend, session=session, cluster=cluster)
 
-    try:
         return serve(result.plan, result.to_dict(), host=args.host, port=args.port,
                      device=args.device, start=start)
     finally:
