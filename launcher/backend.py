@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .protocol import FromWorker, ToPeer, ToWorker
+from .protocol import FromWorker, ToPeer, ToWorker, decode
 from .specs import WorkerSpec
 
 NOTES_S = 0.01  # a backend reads bookkeeping at least this often while requests flow
@@ -136,3 +136,18 @@ def unregister(selector: Any, *watched: Any) -> None:
             selector.unregister(obj)
         except (KeyError, ValueError, OSError):
             pass
+
+
+def read_frames(process: str, pid: int, reader: Any, out: list[Event], drain: bool) -> bool:
+    """What `process` (pid `pid`) sent on one connection, appended to `out` as `Received`: one
+    read's worth, or with `drain` all there is. False once the connection reached its end."""
+    try:
+        while True:
+            for frame in reader.read():
+                out += [Received(process, pid, m) for m in decode(frame)]
+            if not drain:
+                return True
+    except BlockingIOError:
+        return True  # nothing more now
+    except (EOFError, OSError):
+        return False

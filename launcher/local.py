@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import ipc
-from .backend import NOTES_S, Event, Exited, Received, Unit, unregister
+from .backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
 from .layout import with_fresh_rendezvous
 from .links import LocalChannel
-from .protocol import FrameReader, Stop, ToWorker, decode, encode, write_frame
+from .protocol import FrameReader, Stop, ToWorker, encode, write_frame
 from .specs import WorkerSpec
 
 PRELOAD = ["launcher.local", "launcher.worker", "launcher.standins"]
@@ -125,7 +125,7 @@ class LocalBackend:
             if self._procs.get(handle.spec.name) is not handle:
                 continue  # stopped or replaced meanwhile
             if kind == "conn":
-                self._read(handle, handle.reader, out, drain=False)
+                read_frames(handle.spec.name, handle.pid, handle.reader, out, drain=False)
             else:
                 exited.append(handle)
         now = time.monotonic()
@@ -133,25 +133,13 @@ class LocalBackend:
             # Every process's bookkeeping, before any death is reported: who held what then.
             self._notes_read = now
             for handle in self._procs.values():
-                self._read(handle, handle.notes_reader, out, drain=True)
+                read_frames(handle.spec.name, handle.pid, handle.notes_reader, out, drain=True)
         for handle in exited:
-            self._read(handle, handle.reader, out, drain=True)
+            read_frames(handle.spec.name, handle.pid, handle.reader, out, drain=True)
             handle.process.join(0.5)
             out.append(Exited(handle.spec.name, handle.pid, handle.process.exitcode))
             self._forget(handle.spec.name)
         return out
-
-    def _read(self, handle: _Handle, reader: FrameReader, out: list[Event], drain: bool) -> None:
-        """What the process sent on one pipe: one read's worth, or with `drain` all there is
-        (up to end-of-file once it exited; a bookkeeping pipe never blocks)."""
-        try:
-            while True:
-                for frame in reader.read():
-                    out += [Received(handle.spec.name, handle.pid, m) for m in decode(frame)]
-                if not drain:
-                    return
-        except (EOFError, OSError):
-            pass  # nothing more now (BlockingIOError), or the end
 
     def stop(self, processes: Iterable[str], grace: float) -> None:
         handles = [h for name in processes if (h := self._procs.get(name)) is not None]

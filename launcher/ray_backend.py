@@ -36,10 +36,10 @@ from typing import Any
 from planner import Cluster, Node
 
 from . import ipc
-from .backend import NOTES_S, Event, Exited, Received, Unit, unregister
+from .backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
 from .errors import LaunchError
 from .layout import with_fresh_rendezvous
-from .protocol import FrameReader, ToWorker, decode, encode, write_frame
+from .protocol import FrameReader, ToWorker, encode, write_frame
 from .ray_bundles import ReplicaBundles
 from .specs import WorkerSpec
 
@@ -202,7 +202,7 @@ class RayBackend:
             a = key.data
             if self._actors.get(a.spec.name) is not a:
                 continue
-            if not self._read(a, a.reader, out, drain=False):
+            if not read_frames(a.spec.name, a.pid, a.reader, out, drain=False):
                 gone.append(a)
         now = time.monotonic()
         if now - self._exits_read >= EXITS_S:
@@ -212,10 +212,10 @@ class RayBackend:
             self._notes_read = now
             for a in self._actors.values():
                 if a.notes_reader is not None:
-                    self._read(a, a.notes_reader, out, drain=True)
+                    read_frames(a.spec.name, a.pid, a.notes_reader, out, drain=True)
         for a in gone:
             if a.reader is not None:
-                self._read(a, a.reader, out, drain=True)
+                read_frames(a.spec.name, a.pid, a.reader, out, drain=True)
             out.append(Exited(a.spec.name, a.pid, None))
             self._forget(a.spec.name)
         return out
@@ -295,20 +295,6 @@ class RayBackend:
             else:
                 os.set_blocking(conn.fileno(), False)
                 a.notes, a.notes_reader = conn, FrameReader(conn.fileno())
-
-    def _read(self, a: _Actor, reader: FrameReader, out: list[Event], drain: bool) -> bool:
-        """What one connection says (one read's worth, or with `drain` all of it); False at its
-        end (the actor is gone)."""
-        try:
-            while True:
-                for frame in reader.read():
-                    out += [Received(a.spec.name, a.pid, m) for m in decode(frame)]
-                if not drain:
-                    return True
-        except BlockingIOError:
-            return True
-        except (EOFError, OSError):
-            return False
 
     def _died_unattached(self) -> list[_Actor]:
         waiting = [a for a in self._actors.values() if a.control is None]

@@ -45,12 +45,12 @@ class Demand:
         limit = to_units(plan.gpus[0].limit) if plan.gpus else SCALE
         if not gpus:
             return cls((), plan.process_count(), limit)
-        gpus = []
+        per_gpu = []
         for g in plan.gpus:
             on = [s for s in plan.stages if g.id in s.gpus]
             whole = any(s.fraction is None for s in on)
-            gpus.append((g.id, limit if whole else min(limit, to_units(g.total))))
-        return cls(tuple(gpus), plan.process_count(), limit)
+            per_gpu.append((g.id, limit if whole else min(limit, to_units(g.total))))
+        return cls(tuple(per_gpu), plan.process_count(), limit)
 
 
 @dataclass(frozen=True)
