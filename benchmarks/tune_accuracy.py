@@ -102,6 +102,10 @@ def choice_at(candidates: list[dict], k: int) -> int:
     return order[0]
 
 
+def label(candidate: dict) -> str:
+    return " ".join(candidate["flags"]) or "declared"
+
+
 def report(name: str, result: dict, loads: list[int]) -> list[Point]:
     points: list[Point] = []
     candidates = result["candidates"]
@@ -112,7 +116,7 @@ def report(name: str, result: dict, loads: list[int]) -> list[Point]:
         for i, cand in enumerate(candidates):
             got = ((cand["measured_by_workload"] or [{}])[k]).get("throughput_rps")
             if got:
-                load_points.append(Point(name, " ".join(cand["flags"]) or "declared", c,
+                load_points.append(Point(name, label(cand), c,
                                          cand["predicted_by_workload"][k]["throughput_rps"], got,
                                          chosen=i == chosen_here))
         for p in load_points:
@@ -121,8 +125,7 @@ def report(name: str, result: dict, loads: list[int]) -> list[Point]:
         if load_points:
             best = max(p.measured_rps for p in load_points)
             measured = {p.placement: p.measured_rps for p in load_points}
-            here = " ".join(candidates[chosen_here]["flags"]) or "declared"
-            overall = " ".join(candidates[0]["flags"]) or "declared"
+            here, overall = label(candidates[chosen_here]), label(candidates[0])
             if here in measured:
                 print(f"  C={c}: tune's choice for C={c} alone ({here}) measures "
                       f"x{measured[here] / best:.3f} of the best measured")
