@@ -16,7 +16,13 @@ way back to the caller, which both placements pay). Measured in one run, on one 
 Goals (issue 8): latency split/one <= 1.5, throughput split/one >= 0.8, crossing <= 1.5x copy.
 Prints the numbers and ratios; no pass/fail.
 
+The throughput ratio depends on the cores: "one" is a chain of two interpreter locks (the
+caller's and the worker's) that a second core barely speeds up, while the split's processes run
+side by side. `--cores N` runs everything (the workers inherit it) on the first N CPUs of this
+process, so one machine shows how the ratio moves with cores.
+
     python benchmarks/launcher_overhead.py            # full run (about a minute)
+    python benchmarks/launcher_overhead.py --cores 1  # the same on one core
     python benchmarks/launcher_overhead.py --quick    # smoke run (about 10 s)
 """
 
@@ -158,6 +164,9 @@ def measure(args: argparse.Namespace) -> dict:
     with contextlib.ExitStack() as stack:
         small = {p: stack.enter_context(launcher.launch(plan_for(p, KIB), device="cpu"))
                  for p in PLACEMENTS}
+        # What the workers may run on (`--cores` reaches them only through inheritance).
+        worker_cpus = sorted({len(os.sched_getaffinity(pid)) for d in small.values()
+                              for pid in d.worker_pids().values()})
         for _ in range(rounds):
             for p, d in small.items():
                 per[p]["latency_s"].append(statistics.median(latencies(d, n_small, warmup=20)))
@@ -171,6 +180,7 @@ def measure(args: argparse.Namespace) -> dict:
                 per[p]["big_latency_s"].append(statistics.median(latencies(d, n_big, warmup=3)))
     out: dict = {p: {k: statistics.median(v) for k, v in m.items()} for p, m in per.items()}
     out["rounds"] = per
+    out["worker_cpus"] = worker_cpus
     out["cpu_per_request_s"] = {p: {name: statistics.median(v) for name, v in c.items()}
                                 for p, c in cpu.items()}
     copy = statistics.median(memory_copy(BIG, 10 if args.quick else 50))
@@ -209,7 +219,7 @@ def report(r: dict, quick: bool) -> str:
     rounds = len(r["rounds"]["one"]["latency_s"])
     return "\n".join([
         f"launcher overhead, {date.today()}, {cpu_model() or platform.machine()}, "
-        f"{os.cpu_count()} cores, "
+        f"{_cores_text()}, "
         f"torch {torch.__version__}; medians of {rounds} round(s){' (quick)' if quick else ''}",
         "null pipeline source -> relay -> sink; one: 1 process; split: 3 processes "
         "(2 crossings per request)",
@@ -239,9 +249,22 @@ def _cpu_lines(cpu: dict[str, dict[str, float]]) -> list[str]:
     for p, c in cpu.items():
         parts = ", ".join(f"{name} {v * 1e6:.0f}" for name, v in c.items())
         lines.append(f"    {p:5s} {totals[p] * 1e6:4.0f} us = {parts}")
-    lines.append(f"    one/split x{totals['one'] / totals['split']:.2f}: the throughput ratio a "
-                 f"machine whose cores are all busy can reach ({os.cpu_count()} cores here)")
+    lines.append(f"    one/split x{totals['one'] / totals['split']:.2f}: the throughput ratio if both "
+                 f"were bound by CPU alone ({_cores_text()} here)")
     return lines
+
+
+def _cores_text() -> str:
+    used, total = len(os.sched_getaffinity(0)), os.cpu_count()
+    return f"{used} cores" if used == total else f"{used} of {total} cores"
+
+
+def _restrict_to(cores: int) -> None:
+    """Run this process, and every worker it starts from now on, on its first `cores` CPUs."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if not 1 <= cores <= len(allowed):
+        raise SystemExit(f"--cores {cores}: this process may use 1 to {len(allowed)} CPUs")
+    os.sched_setaffinity(0, allowed[:cores])
 
 
 def main() -> None:
@@ -249,7 +272,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per measurement (5)")
     parser.add_argument("--json", action="store_true", help="print the raw numbers as JSON too")
+    parser.add_argument("--cores", type=int, default=None,
+                        help="run on this many CPUs only (Linux; default: all this process may use)")
     args = parser.parse_args()
+    if args.cores is not None:
+        _restrict_to(args.cores)  # before any worker (or the fork server) starts
     torch.set_num_threads(1)  # as in a worker process
     result = measure(args)
     print(report(result, args.quick))

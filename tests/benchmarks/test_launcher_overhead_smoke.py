@@ -1,5 +1,7 @@
 """The launcher-overhead benchmark runs end to end in its quick mode and prints every figure."""
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,3 +22,16 @@ def test_quick_mode_prints_every_figure():
     assert out.stdout.count("goal") == 3
     if sys.platform.startswith("linux"):  # read from /proc
         assert "CPU per request at C=16" in out.stdout and "relay" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux-only")
+def test_cores_option_confines_the_workers_too():
+    """`--cores 1` must reach the worker processes, or the ratio it prints is not one core's."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "launcher_overhead.py"),
+                          "--quick", "--cores", "1", "--json"], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    header, _, raw = out.stdout.partition("\n{")
+    assert "1 cores" in header or "1 of " in header
+    assert json.loads("{" + raw)["worker_cpus"] == [1]
