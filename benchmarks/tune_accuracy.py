@@ -31,7 +31,8 @@ from pathlib import Path
 
 import yaml
 
-from planner.tune.choose import rank
+from planner.tune.choose import crowding_ms, rank
+from planner.tune.profile import Profile
 
 SYNTHETIC = {
     # Two stages that hold the interpreter lock: one process serialises them.
@@ -93,12 +94,15 @@ def tune(target: list[str], loads: list[int], requests: int, out: Path) -> dict:
     return json.loads(done.stdout)
 
 
-def choice_at(candidates: list[dict], k: int) -> int:
+def choice_at(result: dict, k: int) -> int:
     """The candidate `planner tune --concurrency C` picks with load k alone (the ranking of
     `planner.tune.choose.rank`, on the predicted throughput). With several loads at once tune
     ranks by their geometric mean, which can only pick one placement for all of them."""
+    candidates, profile = result["candidates"], Profile.from_dict(result["profile"])
     order = rank([c["predicted_by_workload"][k]["throughput_rps"] for c in candidates],
-                 [len(c["groups"]) for c in candidates], [not c["flags"] for c in candidates])
+                 [len(c["groups"]) for c in candidates], [not c["flags"] for c in candidates],
+                 [crowding_ms([g["stages"] for g in c["groups"]], profile) for c in candidates],
+                 profile.cores)
     return order[0]
 
 
@@ -112,7 +116,7 @@ def report(name: str, result: dict, loads: list[int]) -> list[Point]:
     print(f"{name}: {len(candidates)} placements")
     for k, c in enumerate(loads):
         load_points = []
-        chosen_here = choice_at(candidates, k)
+        chosen_here = choice_at(result, k)
         for i, cand in enumerate(candidates):
             got = ((cand["measured_by_workload"] or [{}])[k]).get("throughput_rps")
             if got:

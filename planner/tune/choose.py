@@ -4,6 +4,7 @@ operator's constraints, and say why the best one wins."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +24,7 @@ class Candidate:
     plan: Plan
     predicted: tuple[Prediction, ...]  # one per workload, in the order given
     memory_mib: float
+    crowding_ms: float = 0.0  # see `crowding_ms`
 
     @property
     def processes(self) -> int:
@@ -44,6 +46,7 @@ class Choice:
     ranked: tuple[Candidate, ...]  # best first
     excluded: tuple[tuple[Candidate, str], ...]  # (candidate, why it was left out)
     declared: Candidate
+    cores: int = 1  # of the machine predicted for
 
     @property
     def best(self) -> Candidate | None:
@@ -81,7 +84,9 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
     candidates = []
     for f in feasible_placements(pipeline):
         preds = tuple(predict(f.plan, profile, w, cores) for w in workloads)
-        candidates.append(Candidate(f.requests, f.plan, preds, memory_mib(f.plan, profile)))
+        groups = [g.stages for g in f.plan.groups]
+        candidates.append(Candidate(f.requests, f.plan, preds, memory_mib(f.plan, profile),
+                                    crowding_ms(groups, profile)))
     declared = next(c for c in candidates if not c.requests)
     kept, excluded = [], []
     for c in candidates:
@@ -95,31 +100,81 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
         else:
             kept.append(c)
     order = rank([score(c, objective) for c in kept], [c.processes for c in kept],
-                 [not c.requests for c in kept])
-    return Choice(workloads, objective, tuple(kept[i] for i in order), tuple(excluded), declared)
+                 [not c.requests for c in kept], [c.crowding_ms for c in kept],
+                 cores or profile.cores)
+    return Choice(workloads, objective, tuple(kept[i] for i in order), tuple(excluded), declared,
+                  cores or profile.cores)
 
 
 # Predictions closer than this are ties: the model does not resolve them. On this project's
-# 2-core machine the same placement measures up to 10% apart from run to run, and a split of three
-# pure-Python stages into three processes, predicted 1.9-2.9% ahead of the two-process split in
-# four runs, measured 9-12% behind it each time (the scheduler leaves a core idle beside three busy
-# processes: 1.6-1.8 cores busy against 1.95). A tie goes to the placement with fewer processes:
-# less memory, fewer crossings, and it leaves cores to the rest of the machine.
+# 2-core machine the same placement measures up to 10% apart from run to run.
 TIE = 0.03
+# Stages beside the busiest one that do less than this share of its CPU work do not crowd it.
+CROWDING_FLOOR = 0.10
+# Company slows the busiest stage only if it re-takes the interpreter lock so often that a wake-up
+# per re-take (the profile's handoff latency) would add up to this share of its CPU time: native
+# calls about as short as two wake-ups, as torch ops on small tensors are (Qwen3-TTS's stand-ins:
+# 0.02 ms calls, 0.014 ms wake-ups). Synthetic stages hashing 64 KiB blocks (0.07 ms calls, a
+# fifth of their CPU in wake-ups) showed no such loss: four-mixed of `tune_accuracy.py` at C=8
+# measured best with its busiest stage beside a pure-Python one, as predicted.
+RETAKE_SHARE = 0.5
 
 
-def rank(scores: list[float], processes: list[int], declared: list[bool]) -> list[int]:
+def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile) -> float:
+    """CPU per request of the stages that share a process with the busiest stage (by CPU): the
+    work that takes the interpreter lock from it between its native calls. 0 when that work is
+    under `CROWDING_FLOOR` of the busiest stage's, or the busiest stage re-takes the lock too
+    rarely for company to slow it (`RETAKE_SHARE`: long native calls, or pure Python, whose lock
+    the model already shares out)."""
+    cpu = {s.name: s.gil_ms + s.native_ms for s in profile.stages}
+    if not cpu:
+        return 0.0
+    name = max(cpu, key=lambda s: cpu[s])
+    busiest = profile.stage(name)
+    retakes = busiest.native_ms / busiest.call_ms
+    if retakes * profile.handoff.latency_ms < RETAKE_SHARE * cpu[name]:
+        return 0.0
+    for stages in groups:
+        if name in stages:
+            beside = sum(cpu.get(s, 0.0) for s in stages if s != name)
+            return beside if beside >= CROWDING_FLOOR * cpu[name] else 0.0
+    return 0.0
+
+
+def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[bool],
+         crowding: Sequence[float], cores: int) -> list[int]:
     """Indices best first. Repeatedly: among the candidates left whose score is within `TIE` of
-    the best one left (higher is better), the one with the fewest processes, then the declared
-    topology (no change to make), then the highest score."""
+    the best one left (higher is better), the one that `tie_order` puts first.
+
+    What the model misses decides a tie, and it misses two things that pull opposite ways, both
+    measured on this project's 2-core machine:
+    - Threads of one process that are busy at once wait for each other's interpreter lock far
+      longer than the lock time the profile measured: a stage of short native calls (torch ops)
+      re-takes the lock thousands of times per request, and each re-take it waits for wakes a
+      thread on another core (`crowding_ms`). Qwen3-TTS's stand-ins with the vocoder beside the
+      engine measured 0-17% below the isolated vocoder over five runs, predicted equal. So while
+      every process can have a core, the placement that leaves the busiest stage the least
+      company wins.
+    - With more busy processes than cores the scheduler leaves a core idle: three pure-Python
+      stages in three processes, predicted 1.9-2.9% ahead of two processes, measured 9-12%
+      behind, with 1.6-1.8 of 2 cores busy against 1.95. So placements with more processes than
+      cores come last.
+    Then fewer processes (less memory, fewer crossings), the declared topology (nothing to change),
+    and the higher score."""
     left, out = list(range(len(scores))), []
     while left:
         top = max(scores[i] for i in left)
         near = [i for i in left if scores[i] >= top - abs(top) * TIE]
-        pick = min(near, key=lambda i: (processes[i], not declared[i], -scores[i], i))
+        pick = min(near, key=lambda i: tie_order(processes[i], declared[i], crowding[i], cores)
+                   + (-scores[i], i))
         out.append(pick)
         left.remove(pick)
     return out
+
+
+def tie_order(processes: int, declared: bool, crowding: float, cores: int) -> tuple:
+    fits = processes <= cores
+    return (not fits, crowding if fits else 0.0, processes, not declared)
 
 
 def why(choice: Choice) -> str:
@@ -127,29 +182,61 @@ def why(choice: Choice) -> str:
     best, base = choice.best, choice.declared
     if best is None:
         return "no placement meets the constraints; relax --slo-p99-ms or --max-processes"
-    tie = _tie_note(choice)
+    rival = _rival(choice)
     i = len(choice.workloads) - 1  # the heaviest load given last decides the explanation
     w = choice.workloads[i]
     res, busy = base.predicted[i].bottleneck
     if best is base:
         return (f"the declared topology wins at {w.label}: its busiest resource is {res} "
-                f"({busy:.0%}), and no split removes more than the handoffs it adds{tie}")
+                f"({busy:.0%}), and no split removes more than the handoffs it adds"
+                f"{_tie_note(best, rival, choice.cores)}")
     gain = best.predicted[i].throughput_rps / max(base.predicted[i].throughput_rps, 1e-9)
+    if rival is base:
+        return (f"{best.name} wins at {w.label}, but not by the model's numbers: the declared "
+                f"topology is predicted within {TIE:.0%} of it (x{gain:.2f} req/s), closer than "
+                f"the model resolves, and {_tie_reason(best, base, choice.cores)}")
     bres, bbusy = best.predicted[i].bottleneck
     split = [f"{'+'.join(stages)}" for _, stages in best.groups]
     return (f"{best.name} wins at {w.label}: the declared topology is bound by {res} "
             f"({busy:.0%} busy); running {' | '.join(split)} lets their work overlap "
-            f"(x{gain:.2f} req/s), and its busiest resource is {bres} ({bbusy:.0%}){tie}")
+            f"(x{gain:.2f} req/s), and its busiest resource is {bres} ({bbusy:.0%})"
+            f"{_tie_note(best, rival, choice.cores)}")
 
 
-def _tie_note(choice: Choice) -> str:
-    """Said when a placement predicted a little better lost the tie to fewer processes."""
+def _rival(choice: Choice) -> Candidate | None:
+    """The placement the winner had to beat in a tie, if any: the declared topology when it was
+    within the tie (an operator's first question is why not keep it), else the best predicted."""
     best = choice.best
     if best is None:
-        return ""
+        return None
     scores = {id(c): score(c, choice.objective) for c in choice.ranked}
-    top = max(choice.ranked, key=lambda c: scores[id(c)])
-    if scores[id(top)] <= scores[id(best)]:
+    mine = scores[id(best)]
+    near = [c for c in choice.ranked
+            if c is not best and abs(scores[id(c)] - mine) <= abs(mine) * TIE]
+    if choice.declared in near:
+        return choice.declared
+    return max(near, key=lambda c: scores[id(c)], default=None)
+
+
+def _tie_note(best: Candidate, rival: Candidate | None, cores: int) -> str:
+    if rival is None:
         return ""
-    return (f"; {top.name} is predicted within {TIE:.0%} of it with {top.processes} processes "
-            f"against {best.processes}, closer than the model resolves: the fewer processes win")
+    return (f"; {rival.name} is predicted within {TIE:.0%} of it, closer than the model "
+            f"resolves, and {_tie_reason(best, rival, cores)}")
+
+
+def _tie_reason(best: Candidate, rival: Candidate, cores: int) -> str:
+    """Why `best` won its tie with `rival` (the order of `tie_order`, in words)."""
+    if rival.processes > cores >= best.processes:
+        return (f"{rival.processes} processes on {cores} cores would leave cores idle "
+                "(the model does not see that)")
+    if best.crowding_ms < rival.crowding_ms:
+        return (f"it leaves the busiest stage {best.crowding_ms:.0f} ms of other work per request "
+                f"in its process against {rival.crowding_ms:.0f}: a stage of short native calls "
+                "waits for its neighbours' interpreter lock more than the model charges")
+    if best.processes < rival.processes:
+        one = "process" if best.processes == 1 else "processes"
+        return f"it needs {best.processes} {one} against {rival.processes}"
+    if not best.requests:
+        return "it is the declared topology: nothing to change"
+    return "it is predicted a little higher"

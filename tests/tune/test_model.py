@@ -178,3 +178,22 @@ def test_pure_python_holds_the_lock_a_switch_interval_at_a_time():
         return predict(planner.declared_plan(pl), prof, load).throughput_rps
 
     assert rps(0.5) > rps(1.0) > rps(5.0) > rps(40.0) == rps(1000.0)
+
+
+def test_torch_like_stages_in_a_tie_get_a_process_each_while_cores_last():
+    # Qwen3-TTS's shape: an engine and a vocoder of short native calls (torch ops), a tiny
+    # preprocessing stage. The model predicts the engine bound either way (a tie); in one process
+    # the two wait for each other's interpreter lock at every op, so the tie isolates the vocoder
+    # while the machine has a core per process, and explains itself.
+    pl = chain("pre", "engine", "vocoder")
+    prof = profile({"pre": (0.05, 0.5, 0.0), "engine": (1.2, 260.0, 0.0),
+                    "vocoder": (0.4, 40.0, 0.0)}, cores=2, native_call_ms=0.02,
+                   handoff=HandoffCost(0.05, 15.0, 0.014))
+    choice = choose(pl, prof, (Workload(concurrency=1), Workload(concurrency=8)))
+    assert choice.best.name == "--isolate-stage vocoder"
+    assert "not by the model's numbers" in why(choice) and "interpreter lock" in why(choice)
+    # On one core a second process has no core of its own: the tie keeps one process.
+    assert choose(pl, prof, (Workload(concurrency=8),), cores=1).best.name == "declared"
+    # Long native calls re-take the lock rarely: company costs them nothing, one process stays.
+    rare = replace(prof, stages=tuple(replace(s, native_call_ms=5.0) for s in prof.stages))
+    assert choose(pl, rare, (Workload(concurrency=8),)).best.name == "declared"

@@ -2,30 +2,92 @@
 
 from __future__ import annotations
 
-from planner.tune.choose import TIE, rank
+from planner.tune.choose import CROWDING_FLOOR, RETAKE_SHARE, TIE, crowding_ms, rank
+from planner.tune.profile import HandoffCost, Profile, StageProfile
+
+
+def ranked(scores, processes, declared, crowding=None, cores=2):
+    return rank(scores, processes, declared, crowding or [0.0] * len(scores), cores)
 
 
 def test_the_higher_prediction_wins_when_the_model_can_tell_them_apart():
-    # 100 against 90: far outside what the model resolves
-    assert rank([90.0, 100.0], processes=[1, 3], declared=[True, False]) == [1, 0]
+    # 100 against 90: far outside what the model resolves, whatever the tie rules prefer
+    assert ranked([90.0, 100.0], processes=[1, 3], declared=[True, False]) == [1, 0]
+    assert ranked([90.0, 100.0], processes=[2, 2], declared=[True, False],
+                  crowding=[0.0, 50.0]) == [1, 0]
 
 
 def test_predictions_closer_than_the_model_resolves_go_to_fewer_processes():
     almost = 100.0 * (1 - TIE / 2)
-    assert rank([100.0, almost], processes=[3, 2], declared=[False, False]) == [1, 0]
+    assert ranked([100.0, almost], processes=[2, 1], declared=[False, True]) == [1, 0]
     # and at equal processes to the declared topology (nothing to change)
-    assert rank([100.0, almost], processes=[2, 2], declared=[False, True]) == [1, 0]
+    assert ranked([100.0, almost], processes=[2, 2], declared=[False, True]) == [1, 0]
+
+
+def test_a_tie_goes_to_the_placement_that_leaves_the_busiest_stage_alone_while_cores_last():
+    # qwen3-tts's case: the engine with the vocoder beside it, or alone; predicted equal
+    almost = 100.0 * (1 - TIE / 2)
+    assert ranked([100.0, almost], processes=[1, 2], declared=[True, False],
+                  crowding=[101.0, 0.0], cores=2) == [1, 0]
+    # on one core the second process has no core of its own: fewer processes again
+    assert ranked([100.0, almost], processes=[1, 2], declared=[True, False],
+                  crowding=[101.0, 0.0], cores=1) == [0, 1]
+
+
+def test_a_tie_never_goes_to_more_processes_than_cores():
+    # lock-bound's case: three processes on two cores, predicted a little ahead, measured behind
+    almost = 100.0 * (1 - TIE / 2)
+    assert ranked([100.0, almost], processes=[3, 2], declared=[False, False],
+                  crowding=[0.0, 2.6], cores=2) == [1, 0]
+    assert ranked([100.0, almost], processes=[3, 2], declared=[False, False],
+                  crowding=[0.0, 2.6], cores=4) == [0, 1]
 
 
 def test_ties_are_judged_against_the_best_left_so_a_chain_of_small_steps_does_not_win():
     # each 3/4 of a tie apart: the second ties with the best, the third (1.5 ties below) does not
     step = 100.0 * TIE * 0.75
     scores, procs = [100.0, 100.0 - step, 100.0 - 2 * step], [3, 2, 1]
-    assert rank(scores, processes=procs, declared=[False, False, True]) == [1, 0, 2]
+    assert ranked(scores, processes=procs, declared=[False, False, True]) == [1, 0, 2]
 
 
 def test_lower_is_better_objectives_pass_negated_scores_and_tie_the_same_way():
     # p50 latency 200 ms against 202 ms (scores -200 and -202): a tie, fewer processes first
     assert 202 <= 200 * (1 + TIE)
-    assert rank([-200.0, -202.0], processes=[2, 1], declared=[False, True]) == [1, 0]
-    assert rank([-200.0, -260.0], processes=[2, 1], declared=[False, True]) == [0, 1]
+    assert ranked([-200.0, -202.0], processes=[2, 1], declared=[False, True]) == [1, 0]
+    assert ranked([-200.0, -260.0], processes=[2, 1], declared=[False, True]) == [0, 1]
+
+
+def _profile(stages, latency_ms=0.02):
+    """stages: name -> (cpu ms, native call ms); all of it native work."""
+    return Profile("m", "default", 2, "cpu", tuple(
+        StageProfile(n, gil_ms=0.0, native_ms=cpu, device_ms=0.0, native_call_ms=call)
+        for n, (cpu, call) in stages.items()), HandoffCost(latency_ms=latency_ms))
+
+
+def test_crowding_is_the_cpu_work_beside_the_busiest_stage():
+    # torch-like stages: native work in calls of 0.02 ms, a wake-up per re-take costs as much
+    prof = _profile({"pre": (2.0, 0.02), "engine": (40.0, 0.02), "vocoder": (12.0, 0.02)})
+    assert crowding_ms([["pre", "engine", "vocoder"]], prof) == 14.0
+    assert crowding_ms([["pre", "engine"], ["vocoder"]], prof) == 0.0  # 2 < 10% of 40
+    assert crowding_ms([["engine"], ["pre", "vocoder"]], prof) == 0.0
+    assert crowding_ms([["engine", "vocoder"], ["pre"]], prof) == 12.0
+
+
+def test_a_tiny_neighbour_is_no_crowding():
+    prof = _profile({"engine": (40.0, 0.02), "pre": (40.0 * CROWDING_FLOOR * 0.99, 0.02)})
+    assert crowding_ms([["engine", "pre"]], prof) == 0.0
+
+
+def test_a_stage_that_rarely_retakes_the_lock_is_not_crowded():
+    # the same work in calls of 5 ms: 8 re-takes per request, nothing a wake-up each can slow
+    prof = _profile({"engine": (40.0, 5.0), "vocoder": (12.0, 5.0)})
+    assert crowding_ms([["engine", "vocoder"]], prof) == 0.0
+
+
+def test_the_retake_threshold_follows_the_machines_wakeup_latency():
+    # 400 re-takes per request (0.1 ms calls): a wake-up of 0.01 ms each is 4 ms of 40, one of
+    # 0.1 ms each is 40 ms
+    stages = {"engine": (40.0, 0.1), "vocoder": (12.0, 0.1)}
+    assert 400 * 0.01 < RETAKE_SHARE * 40.0 <= 400 * 0.1
+    assert crowding_ms([["engine", "vocoder"]], _profile(stages, latency_ms=0.01)) == 0.0
+    assert crowding_ms([["engine", "vocoder"]], _profile(stages, latency_ms=0.1)) == 12.0
