@@ -7,8 +7,9 @@ closed-loop loads (`planner tune --verify` with K = all), and report
   `planner tune --concurrency C` would), and of its one choice for all loads at once, over the
   best measured one.
 
-    python benchmarks/tune_accuracy.py              # synthetic pipelines and qwen3-tts (~5 min)
+    python benchmarks/tune_accuracy.py              # synthetic pipelines and qwen3-tts (~9 min)
     python benchmarks/tune_accuracy.py --quick      # one synthetic pipeline, C=1 and C=4
+    python benchmarks/tune_accuracy.py --pipeline four-mixed   # a 4-stage one (~5 min)
     python benchmarks/tune_accuracy.py --chart benchmarks/tune_accuracy.png  # and plot them
 
 Pipelines: synthetic stages with known costs (`launcher.synthetic`) that stress different
@@ -31,7 +32,10 @@ from pathlib import Path
 
 import yaml
 
-from planner.tune.choose import crowding_ms, rank
+import planner
+from planner.render.flags import flags
+from planner.tune.choose import choose
+from planner.tune.model import Workload
 from planner.tune.profile import Profile
 
 SYNTHETIC = {
@@ -47,6 +51,14 @@ SYNTHETIC = {
                   ("engine", {"gil_ms": 6.0, "native_ms": 6.0, "chunks": 6, "out_bytes": 65536}),
                   ("out", {"gil_ms": 4.0, "native_ms": 2.0, "audio_ms": 300.0})],
 }
+# Run only when named (`--pipeline`): four stages make 15 placements, about 5 minutes.
+EXTRA = {
+    # Pure Python, native work in hashing calls, a streaming stage, a terminal one with both.
+    "four-mixed": [("a", {"gil_ms": 3.0}), ("b", {"gil_ms": 1.0, "native_ms": 6.0}),
+                   ("c", {"gil_ms": 4.0, "chunks": 4, "out_bytes": 32768}),
+                   ("d", {"gil_ms": 1.0, "native_ms": 1.0, "audio_ms": 300.0})],
+}
+QWEN3 = "qwen3-tts"
 
 
 @dataclass(frozen=True)
@@ -94,29 +106,27 @@ def tune(target: list[str], loads: list[int], requests: int, out: Path) -> dict:
     return json.loads(done.stdout)
 
 
-def choice_at(result: dict, k: int) -> int:
-    """The candidate `planner tune --concurrency C` picks with load k alone (the ranking of
-    `planner.tune.choose.rank`, on the predicted throughput). With several loads at once tune
-    ranks by their geometric mean, which can only pick one placement for all of them."""
-    candidates, profile = result["candidates"], Profile.from_dict(result["profile"])
-    order = rank([c["predicted_by_workload"][k]["throughput_rps"] for c in candidates],
-                 [len(c["groups"]) for c in candidates], [not c["flags"] for c in candidates],
-                 [crowding_ms([g["stages"] for g in c["groups"]], profile) for c in candidates],
-                 profile.cores)
-    return order[0]
+def choice_at(result: dict, pipeline: planner.Pipeline, load: int) -> int:
+    """The candidate `planner tune --concurrency C` picks with this load alone, asked of
+    `planner.tune.choose` with the run's own profile. With several loads at once tune ranks by
+    their geometric mean, which can only pick one placement for all of them."""
+    profile = Profile.from_dict(result["profile"])
+    best = choose(pipeline, profile, (Workload(concurrency=load),)).best
+    return next(i for i, c in enumerate(result["candidates"])
+                if c["flags"] == list(flags(best.requests)))
 
 
 def label(candidate: dict) -> str:
     return " ".join(candidate["flags"]) or "declared"
 
 
-def report(name: str, result: dict, loads: list[int]) -> list[Point]:
+def report(name: str, result: dict, loads: list[int], pipeline: planner.Pipeline) -> list[Point]:
     points: list[Point] = []
     candidates = result["candidates"]
     print(f"{name}: {len(candidates)} placements")
     for k, c in enumerate(loads):
         load_points = []
-        chosen_here = choice_at(result, k)
+        chosen_here = choice_at(result, pipeline, c)
         for i, cand in enumerate(candidates):
             got = ((cand["measured_by_workload"] or [{}])[k]).get("throughput_rps")
             if got:
@@ -176,21 +186,28 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--chart", type=Path, metavar="PNG",
                     help="also plot predicted against measured throughput to this file")
+    ap.add_argument("--pipeline", action="append", metavar="NAME",
+                    choices=[*SYNTHETIC, *EXTRA, QWEN3],
+                    help=f"only these pipelines (repeatable; default: {', '.join(SYNTHETIC)} and "
+                         f"{QWEN3}; also {', '.join(EXTRA)})")
     args = ap.parse_args()
     loads = [1, 4] if args.quick else [1, 8]
     requests = 24 if args.quick else 48
     print(f"# tune accuracy, {os.cpu_count()} cores; loads C={loads}; {requests} requests per run")
     points: list[Point] = []
     with tempfile.TemporaryDirectory() as tmp:
-        names = ["lock-bound"] if args.quick else list(SYNTHETIC)
+        names = args.pipeline or (["lock-bound"] if args.quick else [*SYNTHETIC, QWEN3])
         for name in names:
+            if name == QWEN3:
+                result = tune([QWEN3], loads, requests, Path(tmp) / name)
+                points += report(f"{QWEN3} (stand-ins)", result, loads,
+                                 planner.load(model_path=QWEN3))
+                continue
             cfg = Path(tmp) / f"{name}.yaml"
-            cfg.write_text(yaml.safe_dump(synthetic_config(name, SYNTHETIC[name])))
+            stages = {**SYNTHETIC, **EXTRA}[name]
+            cfg.write_text(yaml.safe_dump(synthetic_config(name, stages)))
             result = tune(["--config", str(cfg)], loads, requests, Path(tmp) / name)
-            points += report(name, result, loads)
-        if not args.quick:
-            result = tune(["qwen3-tts"], loads, requests, Path(tmp) / "qwen3")
-            points += report("qwen3-tts (stand-ins)", result, loads)
+            points += report(name, result, loads, planner.load(config=str(cfg)))
     if not points:
         return
     errs = [abs(p.error) for p in points]
