@@ -152,9 +152,9 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
       longer than the lock time the profile measured: a stage of short native calls (torch ops)
       re-takes the lock thousands of times per request, and each re-take it waits for wakes a
       thread on another core (`crowding_ms`). Qwen3-TTS's stand-ins with the vocoder beside the
-      engine measured 0-17% below the isolated vocoder over five runs, predicted equal. So while
-      every process can have a core, the placement that leaves the busiest stage the least
-      company wins.
+      engine measured from 0.4% above to 18% below the isolated vocoder over seven runs,
+      predicted equal. So while every process can have a core, the placement that leaves the
+      busiest stage the least company wins.
     - With more busy processes than cores the scheduler leaves a core idle: three pure-Python
       stages in three processes, predicted 1.9-2.9% ahead of two processes, measured 9-12%
       behind, with 1.6-1.8 of 2 cores busy against 1.95. So placements with more processes than
