@@ -112,12 +112,14 @@ TIE = 0.03
 # Stages beside the busiest one that do less than this share of its CPU work do not crowd it.
 CROWDING_FLOOR = 0.10
 # Company slows the busiest stage only if it re-takes the interpreter lock so often that a wake-up
-# per re-take (the profile's handoff latency) would add up to this share of its CPU time: native
-# calls about as short as two wake-ups, as torch ops on small tensors are (Qwen3-TTS's stand-ins:
-# 0.02 ms calls, 0.014 ms wake-ups). At a twentieth, the rule also took synthetic stages hashing
-# 64 KiB blocks (0.07 ms calls, a fifth of their CPU in wake-ups), and on four-mixed of
-# `tune_accuracy.py` at C=8 it picked a placement that measured 0.84 of the best.
-RETAKE_SHARE = 0.5
+# per re-take (the profile's handoff latency) would add up to this share of its CPU time. Measured
+# on 2 vCPUs: company cost the busiest stage where that share was 13% (four-mixed of
+# `tune_accuracy.py` at C=8: its terminal stage, 73 hashing calls per request, beside the other
+# hashing stage measured 60-65 req/s against 65-73 beside a pure-Python one; the process of the
+# two used one core, and the machine idled 22% of the time against 4%) and 77% (Qwen3-TTS's
+# stand-ins, torch ops of 0.02 ms). Where it was 4.5% (device-bound: mostly a device wait),
+# isolating the busiest stage measured 7% worse. Set between the two.
+RETAKE_SHARE = 0.075
 
 
 def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile) -> float:

@@ -85,9 +85,9 @@ def test_a_stage_that_rarely_retakes_the_lock_is_not_crowded():
 
 
 def test_the_retake_threshold_follows_the_machines_wakeup_latency():
-    # 400 re-takes per request (0.1 ms calls): a wake-up of 0.01 ms each is 4 ms of 40, one of
-    # 0.1 ms each is 40 ms
+    # 400 re-takes per request (0.1 ms calls): a wake-up of 0.001 ms each is 0.4 ms of 40, one of
+    # 0.01 ms each is 4 ms
     stages = {"engine": (40.0, 0.1), "vocoder": (12.0, 0.1)}
-    assert 400 * 0.01 < RETAKE_SHARE * 40.0 <= 400 * 0.1
-    assert crowding_ms([["engine", "vocoder"]], _profile(stages, latency_ms=0.01)) == 0.0
-    assert crowding_ms([["engine", "vocoder"]], _profile(stages, latency_ms=0.1)) == 12.0
+    assert 400 * 0.001 < RETAKE_SHARE * 40.0 <= 400 * 0.01
+    assert crowding_ms([["engine", "vocoder"]], _profile(stages, latency_ms=0.001)) == 0.0
+    assert crowding_ms([["engine", "vocoder"]], _profile(stages, latency_ms=0.01)) == 12.0
