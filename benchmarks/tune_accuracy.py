@@ -10,6 +10,7 @@ closed-loop loads (`planner tune --verify` with K = all), and report
     python benchmarks/tune_accuracy.py              # synthetic pipelines and qwen3-tts (~9 min)
     python benchmarks/tune_accuracy.py --quick      # one synthetic pipeline, C=1 and C=4
     python benchmarks/tune_accuracy.py --pipeline four-mixed   # a 4-stage one (~5 min)
+    python benchmarks/tune_accuracy.py --pipeline device-bound # mostly a device wait (~2 min)
     python benchmarks/tune_accuracy.py --chart benchmarks/tune_accuracy.png  # and plot them
 
 Pipelines: synthetic stages with known costs (`launcher.synthetic`) that stress different
@@ -51,8 +52,12 @@ SYNTHETIC = {
                   ("engine", {"gil_ms": 6.0, "native_ms": 6.0, "chunks": 6, "out_bytes": 65536}),
                   ("out", {"gil_ms": 4.0, "native_ms": 2.0, "audio_ms": 300.0})],
 }
-# Run only when named (`--pipeline`): four stages make 15 placements, about 5 minutes.
+# Run only when named (`--pipeline`): four-mixed's four stages make 15 placements, about 5 minutes.
 EXTRA = {
+    # Mostly waiting on a device (a sleep here), little CPU.
+    "device-bound": [("front", {"device_ms": 10.0, "gil_ms": 0.5}),
+                     ("engine", {"gil_ms": 2.0, "device_ms": 15.0}),
+                     ("out", {"gil_ms": 1.0, "audio_ms": 300.0})],
     # Pure Python, native work in hashing calls, a streaming stage, a terminal one with both.
     "four-mixed": [("a", {"gil_ms": 3.0}), ("b", {"gil_ms": 1.0, "native_ms": 6.0}),
                    ("c", {"gil_ms": 4.0, "chunks": 4, "out_bytes": 32768}),

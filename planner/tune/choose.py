@@ -154,8 +154,8 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
       longer than the lock time the profile measured: a stage of short native calls (torch ops)
       re-takes the lock thousands of times per request, and each re-take it waits for wakes a
       thread on another core (`crowding_ms`). Qwen3-TTS's stand-ins with the vocoder beside the
-      engine measured from 0.4% above to 18% below the isolated vocoder over seven runs,
-      predicted equal. So while every process can have a core, the placement that leaves the
+      engine measured up to 18% below the isolated vocoder over nine runs (above it by more than
+      0.4% once, in a disturbed run), predicted equal. So while every process can have a core, the placement that leaves the
       busiest stage the least company wins.
     - With more busy processes than cores the scheduler leaves a core idle: three pure-Python
       stages in three processes, predicted 1.9-2.9% ahead of two processes, measured 9-12%
