@@ -99,11 +99,11 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
             excluded.append((c, f"p99 {worst:.0f} ms > --slo-p99-ms {slo_p99_ms:g}"))
         else:
             kept.append(c)
+    machine_cores = cores or profile.cores
     order = rank([score(c, objective) for c in kept], [c.processes for c in kept],
-                 [not c.requests for c in kept], [c.crowding_ms for c in kept],
-                 cores or profile.cores)
+                 [not c.requests for c in kept], [c.crowding_ms for c in kept], machine_cores)
     return Choice(workloads, objective, tuple(kept[i] for i in order), tuple(excluded), declared,
-                  cores or profile.cores)
+                  machine_cores)
 
 
 # Predictions closer than this are ties: the model does not resolve them. On this project's
@@ -155,8 +155,8 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
       re-takes the lock thousands of times per request, and each re-take it waits for wakes a
       thread on another core (`crowding_ms`). Qwen3-TTS's stand-ins with the vocoder beside the
       engine measured up to 18% below the isolated vocoder over nine runs (above it by more than
-      0.4% once, in a disturbed run), predicted equal. So while every process can have a core, the placement that leaves the
-      busiest stage the least company wins.
+      0.4% once, in a disturbed run), predicted equal. So while every process can have a core,
+      the placement that leaves the busiest stage the least company wins.
     - With more busy processes than cores the scheduler leaves a core idle: three pure-Python
       stages in three processes, predicted 1.9-2.9% ahead of two processes, measured 9-12%
       behind, with 1.6-1.8 of 2 cores busy against 1.95. So placements with more processes than
@@ -175,6 +175,7 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
 
 
 def tie_order(processes: int, declared: bool, crowding: float, cores: int) -> tuple:
+    """The tie-break key, smaller first (see `rank`); `_tie_reason` words each position."""
     fits = processes <= cores
     return (not fits, crowding if fits else 0.0, processes, not declared)
 
@@ -228,17 +229,20 @@ def _tie_note(best: Candidate, rival: Candidate | None, cores: int) -> str:
 
 
 def _tie_reason(best: Candidate, rival: Candidate, cores: int) -> str:
-    """Why `best` won its tie with `rival` (the order of `tie_order`, in words)."""
-    if rival.processes > cores >= best.processes:
+    """Why `best` won its tie with `rival`: the first key of `tie_order` that tells them apart,
+    in words."""
+    keys = [tie_order(c.processes, not c.requests, c.crowding_ms, cores) for c in (best, rival)]
+    first = next((k for k, (a, b) in enumerate(zip(*keys)) if a != b), None)
+    if first == 0:
         return (f"{rival.processes} processes on {cores} cores would leave cores idle "
                 "(the model does not see that)")
-    if best.crowding_ms < rival.crowding_ms:
+    if first == 1:
         return (f"it leaves the busiest stage {best.crowding_ms:.0f} ms of other work per request "
                 f"in its process against {rival.crowding_ms:.0f}: a stage of short native calls "
                 "waits for its neighbours' interpreter lock more than the model charges")
-    if best.processes < rival.processes:
+    if first == 2:
         one = "process" if best.processes == 1 else "processes"
         return f"it needs {best.processes} {one} against {rival.processes}"
-    if not best.requests:
+    if first == 3:
         return "it is the declared topology: nothing to change"
     return "it is predicted a little higher"
