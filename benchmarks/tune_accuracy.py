@@ -7,7 +7,7 @@ closed-loop loads (`planner tune --verify` with K = all), and report
   `planner tune --concurrency C` would), and of its one choice for all loads at once, over the
   best measured one.
 
-    python benchmarks/tune_accuracy.py              # synthetic pipelines and qwen3-tts (~9 min)
+    python benchmarks/tune_accuracy.py              # synthetic pipelines and qwen3-tts (~12 min)
     python benchmarks/tune_accuracy.py --quick      # one synthetic pipeline, C=1 and C=4
     python benchmarks/tune_accuracy.py --pipeline four-mixed   # a 4-stage one (~5 min)
     python benchmarks/tune_accuracy.py --pipeline device-bound # mostly a device wait (~2 min)
@@ -98,7 +98,8 @@ def synthetic_config(name: str, stages: list[tuple[str, dict]]) -> dict:
             "process_safe_edges": [[a, b] for (a, _), (b, _) in itertools.pairwise(stages)]}
 
 
-def tune(target: list[str], loads: list[int], requests: int, out: Path) -> dict:
+def tune(target: list[str], loads: list[int], requests: int, out: Path,
+         save: Path | None) -> dict:
     cmd = [sys.executable, "-m", "planner", "tune", *target, "--verify", "99", "--format",
            "json", "--output", str(out), "--requests", str(requests)]
     for c in loads:
@@ -108,6 +109,9 @@ def tune(target: list[str], loads: list[int], requests: int, out: Path) -> dict:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr}")
     print(f"  ({time.perf_counter() - t0:.0f} s)")
+    if save is not None:
+        save.mkdir(parents=True, exist_ok=True)
+        (save / f"{out.name}.json").write_text(done.stdout, encoding="utf-8")
     return json.loads(done.stdout)
 
 
@@ -195,23 +199,29 @@ def main() -> None:
                     choices=[*SYNTHETIC, *EXTRA, QWEN3],
                     help=f"only these pipelines (repeatable; default: {', '.join(SYNTHETIC)} and "
                          f"{QWEN3}; also {', '.join(EXTRA)})")
+    ap.add_argument("--requests", type=int, metavar="N",
+                    help="measured requests per placement and load (default 96, as planner "
+                         "bench; --quick 24)")
+    ap.add_argument("--save", type=Path, metavar="DIR",
+                    help="keep each pipeline's `planner tune --format json` answer (profile, "
+                         "predictions, measurements) as DIR/NAME.json, to study offline")
     args = ap.parse_args()
     loads = [1, 4] if args.quick else [1, 8]
-    requests = 24 if args.quick else 48
+    requests = args.requests or (24 if args.quick else 96)
     print(f"# tune accuracy, {os.cpu_count()} cores; loads C={loads}; {requests} requests per run")
     points: list[Point] = []
     with tempfile.TemporaryDirectory() as tmp:
         names = args.pipeline or (["lock-bound"] if args.quick else [*SYNTHETIC, QWEN3])
         for name in names:
             if name == QWEN3:
-                result = tune([QWEN3], loads, requests, Path(tmp) / name)
+                result = tune([QWEN3], loads, requests, Path(tmp) / name, args.save)
                 points += report(f"{QWEN3} (stand-ins)", result, loads,
                                  planner.load(model_path=QWEN3))
                 continue
             cfg = Path(tmp) / f"{name}.yaml"
             stages = {**SYNTHETIC, **EXTRA}[name]
             cfg.write_text(yaml.safe_dump(synthetic_config(name, stages)))
-            result = tune(["--config", str(cfg)], loads, requests, Path(tmp) / name)
+            result = tune(["--config", str(cfg)], loads, requests, Path(tmp) / name, args.save)
             points += report(name, result, loads, planner.load(config=str(cfg)))
     if not points:
         return
