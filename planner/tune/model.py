@@ -12,11 +12,20 @@ the choice is made on, and it is cheap enough (milliseconds per candidate) to ru
 placement the planner accepts.
 
 Assumptions (the README lists them too): costs are the profile's means, scaled per chunk; the
-interpreter lock is handed over first come first served (CPython is close to that under load);
-cores are a shared pool; memory never limits throughput; every process spends CPU only on the
-work charged here (the launcher keeps it so: workers and the serving process run torch with one
-intra-op thread, since a second one spin-waits after every op and, measured on 2 cores, took
-5-8 ms of CPU per request from the workers).
+interpreter lock is handed over first come first served (CPython is close to that under load),
+and a thread that waited for it runs only after a wake-up (the profile's handoff latency: the lock
+is held, unused, until then); cores are a shared pool that the OS time-shares (below); memory
+never limits throughput; every process spends CPU only on the work charged here (the launcher
+keeps it so: workers and the serving process run torch with one intra-op thread, since a second
+one spin-waits after every op and, measured on 2 cores, took 5-8 ms of CPU per request from the
+workers).
+
+Cores: with more runnable threads than cores the OS does not let one run its work to the end; it
+gives each a base slice in turn (Linux's default: 0.75 ms x (1 + log2 CPUs), 1.5 ms on 2). A
+thread preempted while it holds its process's interpreter lock keeps it, so its process's other
+threads wait as well. Measured on `native-device` at C=8 on 2 vCPUs, the three-process split
+kept the machine 84% busy where the model without slices had it 99% busy (and over-predicted its
+rate by 23%), with the CPU per request predicted right (18.1 against 18.9 ms).
 
 Native work and the lock: native code releases the interpreter lock for a call (a torch op, a
 hashed block) and needs it back to run the Python that makes the next call. A thread that asks
@@ -25,7 +34,8 @@ it, which CPython forces only after a switch interval (5 ms by default) or when 
 or calls native code itself. So while a process runs pure Python, its native work gets about one
 call in per switch interval: a process mixing the two serialises them far more than their CPU
 times suggest (measured on `native-device` of `benchmarks/tune_accuracy.py` at C=8, the model
-without this over-predicted such placements by 22-50%). The model runs native work in calls of the profiled size (`native_call_ms`): between
+without this over-predicted such placements by 22-50%). The model runs native work in calls of
+the profiled size (`native_call_ms`): between
 calls the thread takes the lock for no time if it is free, and otherwise gives up its core and
 queues for it; pure-Python work holds the lock in slices of at most a switch interval and queues
 again after each, so a waiter's wait is bounded by the switch interval as in CPython (first come
@@ -35,6 +45,7 @@ first served: a waiter arriving mid-slice waits out the rest of that slice, not 
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections import defaultdict, deque
 from collections.abc import Callable, Generator, Iterable
@@ -48,6 +59,12 @@ CLIENT = "(load client)"
 # Chunks beyond this many per request are simulated in groups (the first one always alone, so the
 # time to first audio stays exact): it bounds the events per request.
 MAX_PIECES = 8
+
+
+def os_slice_ms(cores: int) -> float:
+    """How long a thread keeps a core while others wait for one: Linux's default base slice,
+    0.75 ms scaled by 1 + log2 of the CPUs (at most 8), as the kernel scales it (1.5 ms on 2)."""
+    return 0.75 * (1 + math.floor(math.log2(min(max(cores, 1), 8))))
 
 
 @dataclass(frozen=True)
@@ -118,10 +135,12 @@ def _stages(plan: Plan, profile: Profile) -> dict[str, _Stage]:
 
 # -- a small discrete-event engine -----------------------------------------------------------------
 class _Resource:
-    __slots__ = ("name", "free", "capacity", "queue", "busy", "since", "runners", "retakers")
+    __slots__ = ("name", "free", "capacity", "queue", "busy", "since", "runners", "retakers",
+                 "wake")
 
-    def __init__(self, name: str, capacity: int = 1) -> None:
+    def __init__(self, name: str, capacity: int = 1, wake: float = 0.0) -> None:
         self.name, self.capacity, self.free = name, capacity, capacity
+        self.wake = wake  # from the hand-over to a waiting thread until it runs
         self.queue: deque[Generator] = deque()
         self.busy = 0.0  # server-milliseconds held
         self.since: list[float] = []
@@ -134,23 +153,30 @@ class _Resource:
 
 class _Native:
     """A thread's native work in progress: `left` ms of it, in calls of `call` ms, `into` ms into
-    the current call; between calls it needs the lock of its process."""
+    the current call; between calls it needs the lock of its process. `ran` ms of it since it
+    last got a core: at an OS time slice it goes back to the end of the queue for cores, if
+    anyone is in it."""
 
-    __slots__ = ("at_boundary", "call", "gen", "into", "left", "lock", "since", "token")
+    __slots__ = ("at_boundary", "at_slice", "call", "gen", "into", "left", "lock", "preempted",
+                 "ran", "since", "token")
 
     def __init__(self, lock: _Resource, ms: float, call: float) -> None:
         self.lock, self.left, self.call, self.into = lock, ms, max(call, 1e-6), 0.0
         self.gen: Generator | None = None
         self.since = 0.0
+        self.ran = 0.0
         self.token = 0  # bumped to void the event scheduled before
         self.at_boundary = False  # the event scheduled is a call boundary, not the end
+        self.at_slice = False  # ... or the end of its time slice on the core
+        self.preempted = False  # it gave up its core at a time slice, not at a boundary
 
 
 _EPS = 1e-9
 
 
 class _Sim:
-    def __init__(self) -> None:
+    def __init__(self, cores: _Resource, slice_ms: float) -> None:
+        self.cores, self.slice = cores, slice_ms
         self.now = 0.0
         self._heap: list = []
         self._seq = 0
@@ -193,7 +219,7 @@ class _Sim:
                 arg.busy += self.now - arg.since.pop()
                 self._hand_on(arg)
             elif op == "native":
-                arg.gen, arg.since = gen, self.now
+                arg.gen, arg.since, arg.ran = gen, self.now, 0.0
                 arg.lock.runners[arg] = None
                 self._schedule(arg)
                 return
@@ -208,18 +234,26 @@ class _Sim:
                 return
 
     def _hand_on(self, res: _Resource) -> None:
-        """`res` was released: the next in line gets it (a retaker only passes through)."""
-        while res.queue:
-            nxt = res.queue.popleft()
-            self.at(0.0, self.step, nxt)
-            if nxt in res.retakers:
-                res.retakers.discard(nxt)
-                continue
-            res.since.append(self.now)
-            if res.runners:
-                self._lock_taken(res)
+        """`res` was released: the next in line gets it. A thread waiting for an interpreter lock
+        sleeps; the lock is its from the hand-over, but it runs only once woken (`res.wake`), and
+        a retaker drops it again as soon as it runs."""
+        if not res.queue:
+            res.free += 1
             return
-        res.free += 1
+        nxt = res.queue.popleft()
+        res.since.append(self.now)
+        if res.runners:
+            self._lock_taken(res)
+        if nxt in res.retakers:
+            res.retakers.discard(nxt)
+            self.at(res.wake, self._passed_through, res, nxt)
+        else:
+            self.at(res.wake, self.step, nxt)
+
+    def _passed_through(self, res: _Resource, gen: Generator) -> None:
+        res.busy += self.now - res.since.pop()
+        self._hand_on(res)
+        self.step(gen)
 
     # -- native work against its process's lock -----------------------------------------------
     def _advance(self, n: _Native) -> None:
@@ -227,6 +261,7 @@ class _Sim:
         n.since = self.now
         n.left = max(n.left - done, 0.0)
         n.into = (n.into + done) % n.call
+        n.ran += done
 
     def _schedule(self, n: _Native) -> None:
         """Its next event: the end of its work, or, while the lock is held, the next call
@@ -234,7 +269,13 @@ class _Sim:
         n.token += 1
         to_boundary = n.call - n.into if n.call - n.into > _EPS else n.call
         n.at_boundary = not n.lock.free and to_boundary < n.left - _EPS
-        self.at(to_boundary if n.at_boundary else n.left, self._native_event, n, n.token)
+        until = to_boundary if n.at_boundary else n.left
+        to_slice = max(self.slice - n.ran, _EPS)
+        n.at_slice = to_slice < until - _EPS
+        if n.at_slice:
+            n.at_boundary = False
+            until = to_slice
+        self.at(until, self._native_event, n, n.token)
 
     def _lock_taken(self, lock: _Resource) -> None:
         """Someone took `lock` for Python: each native thread of its process will stop at its
@@ -249,7 +290,13 @@ class _Sim:
         if token != n.token:
             return
         self._advance(n)
-        if n.at_boundary:
+        if n.at_slice:
+            if not self.cores.queue:  # nobody waits for a core: a new slice on the same one
+                n.ran = 0.0
+                self._schedule(n)
+                return
+            n.preempted = True
+        elif n.at_boundary:
             n.into = 0.0
             if n.lock.free:  # the holder let go before this call ended: carry on
                 self._schedule(n)
@@ -273,19 +320,22 @@ class _Run:
     def __init__(self, plan: Plan, profile: Profile, workload: Workload, cores: int) -> None:
         self.p, self.w = profile, workload
         self.stages = _stages(plan, profile)
-        self.sim = _Sim()
         self.switch = max(profile.switch_interval_ms, 0.01)
         self.cores = _Resource("cores", max(1, cores))
+        self.sim = _Sim(self.cores, os_slice_ms(cores))
+        # A thread handed its process's lock after waiting for it slept on it: until it runs,
+        # the lock is held and unused. The profile's handoff latency is such a wake-up.
+        wake = profile.handoff.latency_ms
         self.gil: dict[str, _Resource] = {}
         self.gpu: dict[int, _Resource] = {}
         on_device = profile.device == "cuda"
         for s in self.stages.values():
-            self.gil.setdefault(s.process, _Resource(f"interpreter lock of {s.process}"))
+            self.gil.setdefault(s.process, _Resource(f"interpreter lock of {s.process}", 1, wake))
             if on_device:
                 for g in s.gpus:
                     self.gpu.setdefault(g, _Resource(f"GPU {g}"))
-        self.gil[FRONTEND] = _Resource(f"interpreter lock of the {FRONTEND}")
-        self.gil[CLIENT] = _Resource(f"interpreter lock of the {CLIENT}")
+        self.gil[FRONTEND] = _Resource(f"interpreter lock of the {FRONTEND}", 1, wake)
+        self.gil[CLIENT] = _Resource(f"interpreter lock of the {CLIENT}", 1, wake)
         self.inbox: dict[str, deque[_Item]] = {n: deque() for n in self.stages}
         self.parked: dict[str, Generator] = {}
         self.thread_busy: dict[str, float] = defaultdict(float)
@@ -314,11 +364,14 @@ class _Run:
         while gil > _EPS:  # a slice per switch interval: a waiter gets the lock in between
             part = min(gil, self.switch)
             yield ("get", lock)
-            yield ("get", self.cores)
-            yield ("hold", part)
-            yield ("put", self.cores)
-            yield ("put", lock)
             gil -= part
+            while part > _EPS:  # the OS may take the core away in between: the lock stays held
+                run_for = min(part, self.sim.slice)
+                yield ("get", self.cores)
+                yield ("hold", run_for)
+                yield ("put", self.cores)
+                part -= run_for
+            yield ("put", lock)
         if native > 0:
             run = _Native(lock, native, call)
             while True:
@@ -327,6 +380,9 @@ class _Run:
                 yield ("put", self.cores)
                 if run.left <= _EPS:
                     break
+                if run.preempted:  # to the back of the queue for cores; it needs no lock
+                    run.preempted = False
+                    continue
                 yield ("retake", lock)  # waiting for the lock takes no core
         if device > 0:
             held = list(gpus)
