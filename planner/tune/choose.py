@@ -149,18 +149,22 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
     the best one left (higher is better), the one that `tie_order` puts first.
 
     What the model misses decides a tie, and it misses two things that pull opposite ways, both
-    measured on this project's 2-core machine:
+    measured on this project's machines:
     - Threads of one process that are busy at once wait for each other's interpreter lock far
       longer than the lock time the profile measured: a stage of short native calls (torch ops)
       re-takes the lock thousands of times per request, and each re-take it waits for wakes a
       thread on another core (`crowding_ms`). Qwen3-TTS's stand-ins with the vocoder beside the
-      engine measured up to 18% below the isolated vocoder over nine runs (above it by more than
-      0.4% once, in a disturbed run), predicted equal. So while every process can have a core,
-      the placement that leaves the busiest stage the least company wins.
-    - With more busy processes than cores the scheduler leaves a core idle: three pure-Python
-      stages in three processes, predicted 1.9-2.9% ahead of two processes, measured 9-12%
-      behind, with 1.6-1.8 of 2 cores busy against 1.95. So placements with more processes than
-      cores come last.
+      engine measured up to 18% below the isolated vocoder over nine runs on 2 cores (above it by
+      more than 0.4% once, in a disturbed run), predicted equal; of nine placements of four-mixed
+      predicted alike at C=8, the five that gave its busiest stage company measured 8-19% below
+      the best, the four that did not 0-6%. So the placement that leaves the busiest stage the
+      least company wins.
+    - Switching the cores between processes costs what switching between threads of one process
+      does not, and the model charges neither. With two processes or more per core the cores do
+      little else: on 1 core Qwen3-TTS's isolated vocoder measured 8% below one process, though
+      predicted equal. So placements with at least twice as many processes as cores come last.
+      (Three processes on two cores do not: on native-device and four-mixed they measured at or
+      within 3% of the best, where the model's own time-sharing of the cores predicts them.)
     Then fewer processes (less memory, fewer crossings), the declared topology (nothing to change),
     and the higher score."""
     left, out = list(range(len(scores))), []
@@ -176,8 +180,7 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
 
 def tie_order(processes: int, declared: bool, crowding: float, cores: int) -> tuple:
     """The tie-break key, smaller first (see `rank`); `_tie_reason` words each position."""
-    fits = processes <= cores
-    return (not fits, crowding if fits else 0.0, processes, not declared)
+    return (processes >= 2 * cores, crowding, processes, not declared)
 
 
 def why(choice: Choice) -> str:
@@ -234,8 +237,8 @@ def _tie_reason(best: Candidate, rival: Candidate, cores: int) -> str:
     keys = [tie_order(c.processes, not c.requests, c.crowding_ms, cores) for c in (best, rival)]
     first = next((k for k, (a, b) in enumerate(zip(*keys)) if a != b), None)
     if first == 0:
-        return (f"{rival.processes} processes on {cores} cores would leave cores idle "
-                "(the model does not see that)")
+        return (f"{rival.processes} processes on {cores} cores would keep switching the cores "
+                "between processes (the model does not charge for that)")
     if first == 1:
         return (f"it leaves the busiest stage {best.crowding_ms:.0f} ms of other work per request "
                 f"in its process against {rival.crowding_ms:.0f}: a stage of short native calls "

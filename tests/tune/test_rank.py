@@ -24,22 +24,31 @@ def test_predictions_closer_than_the_model_resolves_go_to_fewer_processes():
     assert ranked([100.0, almost], processes=[2, 2], declared=[False, True]) == [1, 0]
 
 
-def test_a_tie_goes_to_the_placement_that_leaves_the_busiest_stage_alone_while_cores_last():
+def test_a_tie_goes_to_the_placement_that_leaves_the_busiest_stage_alone():
     # qwen3-tts's case: the engine with the vocoder beside it, or alone; predicted equal
     almost = 100.0 * (1 - TIE / 2)
     assert ranked([100.0, almost], processes=[1, 2], declared=[True, False],
                   crowding=[101.0, 0.0], cores=2) == [1, 0]
-    # on one core the second process has no core of its own: fewer processes again
+    # on one core two processes take turns on it all the time: fewer processes again
     assert ranked([100.0, almost], processes=[1, 2], declared=[True, False],
                   crowding=[101.0, 0.0], cores=1) == [0, 1]
 
 
-def test_a_tie_never_goes_to_more_processes_than_cores():
-    # lock-bound's case: three processes on two cores, predicted a little ahead, measured behind
+def test_three_processes_on_two_cores_can_win_a_tie_by_leaving_the_busiest_stage_alone():
+    # four-mixed's case: the busiest stage alone in the third of three processes measured best
     almost = 100.0 * (1 - TIE / 2)
+    assert ranked([almost, 100.0], processes=[3, 2], declared=[False, False],
+                  crowding=[0.0, 3.1], cores=2) == [0, 1]
+    # and with no company to spare it, fewer processes
     assert ranked([100.0, almost], processes=[3, 2], declared=[False, False],
+                  cores=2) == [1, 0]
+
+
+def test_a_tie_never_goes_to_twice_as_many_processes_as_cores():
+    almost = 100.0 * (1 - TIE / 2)
+    assert ranked([100.0, almost], processes=[4, 2], declared=[False, False],
                   crowding=[0.0, 2.6], cores=2) == [1, 0]
-    assert ranked([100.0, almost], processes=[3, 2], declared=[False, False],
+    assert ranked([100.0, almost], processes=[4, 2], declared=[False, False],
                   crowding=[0.0, 2.6], cores=4) == [0, 1]
 
 
