@@ -1,0 +1,118 @@
+"""Judge a version of `planner tune` on measurements already made: re-predict every placement of
+saved `tune_accuracy.py --save DIR` answers from their own profiles with the planner as it is now,
+and report the throughput prediction error and, per load, how the placement tune would pick now
+measured against the best measured.
+
+    python benchmarks/tune_replay.py benchmarks/tune_runs/2026-11-30/*/
+
+A new run measures the machine anew, and here the same placement measures 5-15% apart from run to
+run: two versions of the model compared on two runs mostly compare the runs. Replaying the same
+measurements compares the models. (To replay with an older model: `git stash` or check out its
+`planner/tune` first.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+import planner
+from planner.render.flags import flags
+from planner.tune.choose import choose
+from planner.tune.model import Workload, predict
+from planner.tune.profile import Profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tune_accuracy import EXTRA, SYNTHETIC, synthetic_config  # noqa: E402
+
+WITHIN = 0.05  # a pick this close to the best measured counts as a good one (the issue's bar)
+
+
+@dataclass(frozen=True)
+class Pick:
+    source: str
+    load: int
+    placement: str
+    of_best: float  # its measured throughput over the best measured at that load
+
+
+def pipeline_for(model: str, workdir: Path) -> planner.Pipeline:
+    """The pipeline an answer was about: a synthetic one of tune_accuracy.py, or a built-in card."""
+    stages = {**SYNTHETIC, **EXTRA}.get(model)
+    if stages is None:
+        return planner.load(model_path=model)
+    cfg = workdir / f"{model}.yaml"
+    cfg.write_text(yaml.safe_dump(synthetic_config(model, stages)), encoding="utf-8")
+    return planner.load(config=str(cfg))
+
+
+def replay(answer: dict, source: str, workdir: Path) -> tuple[list[float], list[Pick]]:
+    """Prediction errors (signed, over measured) and the pick at each load."""
+    pl = pipeline_for(answer["model"], workdir)
+    profile = Profile.from_dict(answer["profile"])
+    measured_by_flags = {tuple(c["flags"]): c.get("measured_by_workload") or []
+                         for c in answer["candidates"]}
+    errors, picks = [], []
+    for k, w in enumerate(answer["workload"]):
+        if w.get("loop") != "closed":
+            continue
+        load = Workload(concurrency=w["concurrency"])
+        measured = {}
+        for f in planner.feasible_placements(pl):
+            runs = measured_by_flags.get(tuple(flags(f.requests))) or []
+            got = runs[k].get("throughput_rps") if k < len(runs) and runs[k] else None
+            if not got:
+                continue
+            measured[tuple(flags(f.requests))] = got
+            errors.append(predict(f.plan, profile, load).throughput_rps / got - 1)
+        if not measured:
+            continue
+        best = choose(pl, profile, (load,)).best
+        got = measured.get(tuple(flags(best.requests)))
+        if got is not None:
+            picks.append(Pick(source, load.concurrency, best.name, got / max(measured.values())))
+    return errors, picks
+
+
+def answers(paths: list[Path]) -> list[tuple[str, dict]]:
+    files = []
+    for p in paths:
+        files += sorted(p.glob("*.json")) if p.is_dir() else [p]
+    return [(f"{f.parent.name}/{f.stem}", json.loads(f.read_text(encoding="utf-8")))
+            for f in files]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+", type=Path,
+                    help="answers saved by tune_accuracy.py --save (files or directories)")
+    args = ap.parse_args()
+    errors: list[float] = []
+    picks: list[Pick] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for source, answer in answers(args.paths):
+            e, p = replay(answer, source, Path(tmp))
+            errors += e
+            picks += p
+    if not errors:
+        raise SystemExit("no measured candidates in the answers given")
+    for p in picks:
+        mark = "" if p.of_best >= 1 - WITHIN else "   <- miss"
+        print(f"{p.source:28} C={p.load:<3} {p.placement:50.50} x{p.of_best:.3f}{mark}")
+    size = [abs(e) for e in errors]
+    good = sum(p.of_best >= 1 - WITHIN for p in picks)
+    print(f"throughput prediction error over {len(size)} measurements: median "
+          f"{statistics.median(size):.1%}, mean {statistics.mean(size):.1%}, "
+          f"worst {max(size):.1%}; picks within {WITHIN:.0%} of the best measured: "
+          f"{good} of {len(picks)}")
+
+
+if __name__ == "__main__":
+    main()
