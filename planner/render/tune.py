@@ -14,6 +14,27 @@ if TYPE_CHECKING:
     from planner.tune.choose import Candidate, Choice
     from planner.tune.model import Prediction, Workload
     from planner.tune.profile import Profile
+    from planner.tune.verify import Verdict
+
+
+def _recommended(choice: Choice, verdict: Verdict | None) -> Candidate | None:
+    """What tune tells the operator to run: the predicted pick, unless serving them measured
+    another one better by more than a tie."""
+    if verdict is not None and verdict.overturned:
+        return choice.ranked[verdict.best]
+    return choice.best
+
+
+def verdict_line(choice: Choice, verdict: Verdict) -> str:
+    pick = choice.ranked[0]
+    if verdict.best == 0:
+        return f"verified: {pick.name} measured best of the {verdict.served} served"
+    other = choice.ranked[verdict.best]
+    lead = (f"verified: {other.name} measured x{verdict.gain:.2f} better by {choice.objective} "
+            f"than the predicted pick ({pick.name})")
+    if verdict.overturned:
+        return f"{lead}, more than the model resolves: run what measured best"
+    return f"{lead}, within a tie: keep the pick"
 
 
 def persistent_overlay(plan: Plan, requests: tuple[Request, ...]) -> list[dict[str, Any]]:
@@ -83,10 +104,11 @@ def candidate_dict(c: Candidate, measured: list[dict[str, Any]] | None) -> dict[
 
 
 def choice_dict(choice: Choice, profile: Profile, why: str,
-                measured: dict[int, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+                measured: dict[int, list[dict[str, Any]]] | None = None,
+                verdict: Verdict | None = None) -> dict[str, Any]:
     measured = measured or {}
     ranked = list(choice.ranked)
-    best = ranked[0] if ranked else None
+    best = _recommended(choice, verdict)
     return {
         "model": profile.model,
         "variant": profile.variant,
@@ -98,6 +120,11 @@ def choice_dict(choice: Choice, profile: Profile, why: str,
                      for c, reason in choice.excluded],
         "best": 0 if best is not None else None,
         "why": why,
+        # --verify: the placement that measured best (an index into candidates), by how much it
+        # beat the predicted pick, and whether that is more than a tie, so `persist` is its
+        "verified": None if verdict is None else {
+            "best": verdict.best, "gain": round(verdict.gain, 4),
+            "overturned": verdict.overturned},
         "persist": None if best is None else {
             "flags": list(flags(best.requests)),
             "overlay": {"model": profile.model, "stages": persistent_overlay(best.plan,
@@ -110,7 +137,8 @@ def _ms(v: float | None) -> str:
 
 
 def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
-                  measured: dict[int, list[dict[str, Any]]] | None = None) -> None:
+                  measured: dict[int, list[dict[str, Any]]] | None = None,
+                  verdict: Verdict | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -147,7 +175,9 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
     for c, reason in choice.excluded:
         console.print(f"excluded: {c.name} ({reason})")
     console.print(Text("why: ", style="bold") + Text(why))
-    best = choice.best
+    if verdict is not None:
+        console.print(Text(verdict_line(choice, verdict)))
+    best = _recommended(choice, verdict)
     if best is not None and best.requests:
         entries = persistent_overlay(best.plan, best.requests)
         console.print(Text("run it: ", style="bold") + Text(" ".join(flags(best.requests))))

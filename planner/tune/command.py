@@ -82,11 +82,13 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
                         "stages (fuse some with fused_stages)") from None
     reason = why(choice)
     measured: dict[int, list[dict[str, Any]]] = {}
+    judged = None
     if args.verify:
-        from planner.tune.verify import verify
+        from planner.tune.verify import verdict, verify
 
         measured = verify(args, choice, args.verify, err)
-    result = choice_dict(choice, profile, reason, measured)
+        judged = verdict(choice, measured)
+    result = choice_dict(choice, profile, reason, measured, judged)
     try:
         output.mkdir(parents=True, exist_ok=True)
         (output / "tune.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -95,5 +97,5 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.format == "json":
         print(json.dumps(result, indent=2))
     else:
-        render_choice(out, choice, profile, reason, measured)
+        render_choice(out, choice, profile, reason, measured, judged)
     return EXIT_OK if choice.best is not None else EXIT_INVALID

@@ -1,14 +1,16 @@
 """`planner tune --verify K`: serve the top K placements and the declared topology under the same
 load with `planner bench` (a child process, so the bench's own isolation and reporting apply),
-and read back what it measured, to print beside what was predicted."""
+read back what it measured, to print beside what was predicted, and judge the pick by it."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,3 +99,44 @@ def errors(predicted: Candidate, measured: list[dict[str, Any]]) -> list[float |
         got = m.get("throughput_rps")
         out.append(None if not got else (p.throughput_rps - got) / got)
     return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the served placements say of the predicted pick (index 0 of `choice.ranked`)."""
+
+    best: int  # index into choice.ranked of the placement that measured best by the objective
+    gain: float  # its measured score over the pick's, >= 1; 1.0 when the pick measured best
+    overturned: bool  # it beat the pick by more than the model resolves: recommend it instead
+    served: int  # placements measured at every workload
+
+
+def _measured_score(rows: list[dict[str, Any]], objective: str) -> float | None:
+    """The objective over every workload (geometric mean), higher is better, from measurements
+    (as `choose.score` from predictions); None if a workload went unmeasured or had errors."""
+    if objective == "throughput":
+        key = "throughput_rps"
+    elif objective == "ttfa" and all(r.get("ttfa_p90_ms") for r in rows):
+        key = "ttfa_p90_ms"
+    else:  # latency, or time to first audio of a pipeline that does not stream: first byte
+        key = "latency_p50_ms"
+    values = [r.get(key) for r in rows]
+    if not rows or any(not v or v <= 0 or r.get("errors") for v, r in zip(values, rows)):
+        return None
+    mean = math.exp(sum(math.log(v) for v in values) / len(values))
+    return mean if key == "throughput_rps" else -mean
+
+
+def verdict(choice: Choice, measured: dict[int, list[dict[str, Any]]]) -> Verdict | None:
+    """The placement that measured best, if the pick was measured. The same tie applies as to
+    predictions: a measured lead within it is not a reason to change the recommendation."""
+    from planner.tune.choose import TIE
+
+    scores = {i: _measured_score(rows, choice.objective) for i, rows in measured.items()}
+    scores = {i: v for i, v in scores.items() if v is not None}
+    if 0 not in scores:
+        return None
+    best = max(scores, key=lambda i: (scores[i], -i))
+    mine, top = scores[0], scores[best]
+    gain = top / mine if top > 0 else mine / top
+    return Verdict(best, gain, best != 0 and top - mine > abs(mine) * TIE, len(scores))

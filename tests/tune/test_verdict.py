@@ -1,0 +1,81 @@
+"""`--verify`: what the served placements say of the predicted pick, and what tune then tells
+the operator to run."""
+
+import io
+
+from rich.console import Console
+
+from planner.render.tune import choice_dict, render_choice
+from planner.tune.choose import TIE, choose
+from planner.tune.model import Workload
+from planner.tune.verify import verdict
+from tests.tune.test_model import chain, profile
+
+
+def a_choice():
+    # a and b of 4 ms pure Python each: at C=8 tune predicts the split best, declared second
+    pl, prof = chain("a", "b"), profile({"a": (4.0, 0.0, 0.0), "b": (4.0, 0.0, 0.0)}, cores=4)
+    choice = choose(pl, prof, (Workload(concurrency=8),))
+    assert [c.name for c in choice.ranked] == ["--isolate-stage b", "declared"]
+    return choice, prof
+
+
+def served(rps, p50=100.0, errors=0):
+    return [{"throughput_rps": rps, "latency_p50_ms": p50, "latency_p99_ms": 2 * p50,
+             "ttfa_p90_ms": None, "errors": errors}]
+
+
+def rendered(choice, prof, measured, judged):
+    buf = io.StringIO()
+    render_choice(Console(file=buf, width=200), choice, prof, "why", measured, judged)
+    return buf.getvalue()
+
+
+def test_the_pick_measured_best_is_confirmed():
+    choice, prof = a_choice()
+    measured = {0: served(200.0), 1: served(120.0)}
+    v = verdict(choice, measured)
+    assert (v.best, v.overturned, v.served) == (0, False, 2)
+    assert "measured best of the 2 served" in rendered(choice, prof, measured, v)
+
+
+def test_a_lead_within_a_tie_keeps_the_pick():
+    choice, prof = a_choice()
+    measured = {0: served(100.0), 1: served(100.0 * (1 + TIE / 2))}
+    v = verdict(choice, measured)
+    assert v.best == 1 and not v.overturned
+    out = rendered(choice, prof, measured, v)
+    assert "within a tie: keep the pick" in out and "run it: --isolate-stage b" in out
+
+
+def test_a_clear_measured_winner_is_what_tune_recommends():
+    choice, prof = a_choice()
+    measured = {0: served(100.0), 1: served(130.0)}
+    v = verdict(choice, measured)
+    assert v.best == 1 and v.overturned and abs(v.gain - 1.3) < 1e-9
+    out = rendered(choice, prof, measured, v)
+    assert "declared measured x1.30 better by throughput than the predicted pick" in out
+    assert "keep the declared topology" in out and "run it:" not in out
+    data = choice_dict(choice, prof, "why", measured, v)
+    assert data["best"] == 0  # candidates stay ranked by prediction
+    assert data["verified"] == {"best": 1, "gain": 1.3, "overturned": True}
+    assert data["persist"]["flags"] == []  # the declared topology needs no flag
+
+
+def test_a_placement_that_failed_requests_cannot_win():
+    choice, prof = a_choice()
+    v = verdict(choice, {0: served(100.0), 1: served(300.0, errors=3)})
+    assert v.best == 0 and v.served == 1
+
+
+def test_lower_latency_wins_when_the_objective_is_latency():
+    pl, prof = chain("a", "b"), profile({"a": (4.0, 0.0, 0.0), "b": (4.0, 0.0, 0.0)}, cores=4)
+    choice = choose(pl, prof, (Workload(concurrency=1),), objective="latency")
+    measured = {0: served(50.0, p50=20.0), 1: served(50.0, p50=10.0)}
+    v = verdict(choice, measured)
+    assert v.best == 1 and v.overturned and abs(v.gain - 2.0) < 1e-9
+
+
+def test_no_verdict_without_a_measurement_of_the_pick():
+    choice, _ = a_choice()
+    assert verdict(choice, {1: served(100.0)}) is None
