@@ -162,8 +162,10 @@ def _add_tune_parser(sub) -> None:
                    help="predict for a machine with N cores (default: the profiled machine's)")
     p.add_argument("--verify", type=_positive(int), metavar="K",
                    help="serve the top K and the declared topology under the same load")
-    p.add_argument("--requests", type=_positive(int), default=48, metavar="N",
-                   help="measured requests per placement and workload when verifying")
+    p.add_argument("--requests", type=_positive(int), default=96, metavar="N",
+                   help="measured requests per placement and workload when verifying (default "
+                        "96, as planner bench: --verify can change the recommendation, and 48 "
+                        "left a placement 5-15%% apart between runs)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--output", metavar="DIR",
                    help="where profile.json and tune.json go (default tune-results/MODEL)")
