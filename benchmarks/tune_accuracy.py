@@ -11,6 +11,7 @@ closed-loop loads (`planner tune --verify` with K = all), and report
     python benchmarks/tune_accuracy.py --quick      # one synthetic pipeline, C=1 and C=4
     python benchmarks/tune_accuracy.py --pipeline four-mixed   # a 4-stage one (~5 min)
     python benchmarks/tune_accuracy.py --pipeline device-bound # mostly a device wait (~2 min)
+    python benchmarks/tune_accuracy.py --pipeline held-out     # a per-chunk terminal (~2 min)
     python benchmarks/tune_accuracy.py --chart benchmarks/tune_accuracy.png  # and plot them
 
 Pipelines: synthetic stages with known costs (`launcher.synthetic`) that stress different
@@ -62,6 +63,11 @@ EXTRA = {
     "four-mixed": [("a", {"gil_ms": 3.0}), ("b", {"gil_ms": 1.0, "native_ms": 6.0}),
                    ("c", {"gil_ms": 4.0, "chunks": 4, "out_bytes": 32768}),
                    ("d", {"gil_ms": 1.0, "native_ms": 1.0, "audio_ms": 300.0})],
+    # First run only after the rules of 2026-11-30 were set: a device-waiting encoder, a
+    # streaming engine, and a terminal stage that does its work once per chunk it is handed.
+    "held-out": [("enc", {"native_ms": 3.0, "device_ms": 2.0}),
+                 ("lm", {"gil_ms": 2.0, "native_ms": 4.0, "chunks": 4, "out_bytes": 8192}),
+                 ("voc", {"gil_ms": 1.5, "native_ms": 1.0, "audio_ms": 300.0})],
 }
 QWEN3 = "qwen3-tts"
 
