@@ -161,7 +161,7 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
       least company wins.
     - Switching the cores between processes costs what switching between threads of one process
       does not, and the model charges neither. With two processes or more per core the cores do
-      little else: on 1 core Qwen3-TTS's isolated vocoder measured 8% below one process, though
+      little else: on 1 core Qwen3-TTS's isolated vocoder measured 7-8% below one process, though
       predicted equal. So placements with at least twice as many processes as cores come last.
       (Three processes on two cores do not: on native-device and four-mixed they measured at or
       within 3% of the best, where the model's own time-sharing of the cores predicts them.)
