@@ -344,8 +344,8 @@ _WINDOWS = 5
 
 def _served_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any],
                texts: tuple[str, ...]) -> dict[str, float]:
-    """Each stage's time per request as the launcher itself times it (its call and its handoff
-    on), with the declared topology served and driven one request at a time."""
+    """Each stage's time per request as the launcher itself times it (its calls and their
+    handoffs on), with `plan` served and driven one request at a time."""
     from . import launch
     from .worker import STATS_INTERVAL_S
 
@@ -363,25 +363,34 @@ def _served_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any],
 
 def _as_served(plan: planner.Plan, stages: list[StageProfile], served_ms: Mapping[str, float],
                handoff: HandoffCost) -> list[StageProfile]:
-    """The stages with their costs scaled to what they took served: a stage served shares the
-    caches and the cores with the launcher and the other stages, and runs a few percent slower
-    than alone. Each kind of work keeps the proportions measured alone.
+    """The stages with their costs scaled to what they took served as `plan` places them: a
+    stage served shares the caches and the cores with the launcher and the other stages, and
+    runs a few percent slower than alone. Each kind of work keeps the proportions measured alone.
 
-    Only a stage that ran by itself within its request is timed fairly here: one a streaming
-    edge touches, or one of parallel branches, ran beside another stage of the same request and
-    its time includes waiting for it (which the model adds itself). Those get the factor of the
-    others together; a factor far from 1 is not believed (a cost that depends on the input more
-    than on how it runs)."""
-    overlapping = {n for h in plan.handoffs if h.streaming for n in (h.source, h.target)}
+    Only a stage that ran by itself within its process is timed fairly: one that a streaming edge
+    joins to another stage of its process, or one of parallel branches sharing a process, ran
+    beside another stage of the same request and waited for its interpreter lock (which the model
+    adds itself). Those get the factor of the others together; a factor far from 1 is not
+    believed (a cost that depends on the input more than on how it runs)."""
+    process = {s.name: s.process for s in plan.stages}
+    overlapping = {n for h in plan.handoffs if h.streaming and not h.crosses
+                   for n in (h.source, h.target)}
     if any(sum(1 for h in plan.handoffs if h.source == s.name) > 1 for s in plan.stages):
-        overlapping = {s.name for s in plan.stages}
+        shared = [p for p in process.values() if list(process.values()).count(p) > 1]
+        overlapping |= {n for n, p in process.items() if p in shared}
+    chunks = {s.name: s.chunks_out for s in stages}
     factors = {}
     for stage in stages:
         outgoing = [h for h in plan.handoffs if h.source == stage.name]
+        # Called once per chunk it is handed over a streaming edge, once per request otherwise.
+        calls = max([chunks.get(h.source, 1.0) for h in plan.handoffs
+                     if h.target == stage.name and h.streaming] or [1.0])
         # what the model charges apart for handing the output on (the launcher's timing has it):
-        # each crossing, or the result sent to the serving process
-        emit = sum(handoff.send_ms(stage.out_bytes) for h in outgoing if h.crosses)
-        emit += handoff.fixed_ms if not outgoing else 0.0
+        # each crossing (a streaming one per chunk), or each result sent to the serving process
+        emit = sum(handoff.send_ms(stage.out_bytes)
+                   + (stage.chunks_out - 1) * handoff.fixed_ms * h.streaming
+                   for h in outgoing if h.crosses)
+        emit += calls * handoff.fixed_ms if not outgoing else 0.0
         if stage.name in served_ms and stage.name not in overlapping and stage.busy_ms > 0:
             factor = (served_ms[stage.name] - emit) / stage.busy_ms
             if SERVED_FACTOR_RANGE[0] <= factor <= SERVED_FACTOR_RANGE[1]:
@@ -453,8 +462,12 @@ def _crossing(requests: int = 1500) -> tuple[float, float]:
 
 def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: str = "cpu",
             factory_defaults: Mapping[str, Any] | None = None, seed: int = 0,
-            progress: Callable[[str], None] = lambda _: None) -> Profile:
-    """Profile `plan`'s stages (its declared topology is what is measured: costs are per stage)."""
+            progress: Callable[[str], None] = lambda _: None,
+            served: planner.Plan | None = None) -> Profile:
+    """Profile `plan`'s stages (its declared topology is what is measured: costs are per stage).
+    The stages are then timed served as `served` places them (default: as `plan` does): a
+    placement that keeps stages of one request that run at once in processes of their own times
+    more of them fairly (see `_as_served`)."""
     torch.set_num_threads(1)  # as every worker runs
     base_rss = _rss_mib()
     stages: dict[str, Callable] = {}
@@ -515,13 +528,14 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
     audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
     frontend_ms, client_ms, handoff = _front_door(audio_ms)
     progress("timing the stages served")
+    serve = served or plan
     try:
-        served = _served_ms(plan, device, factory_defaults or {}, texts)
+        served_ms = _served_ms(serve, device, factory_defaults or {}, texts)
     except Exception as exc:  # noqa: BLE001 - the profile stands without it
-        progress(f"could not serve the declared topology ({type(exc).__name__}: {exc}); "
+        progress(f"could not serve the stages ({type(exc).__name__}: {exc}); "
                  "keeping each stage's costs as measured alone")
-        served = {}
-    out = _as_served(plan, out, served, handoff)
+        served_ms = {}
+    out = _as_served(serve, out, served_ms, handoff)
     return Profile(
         model=plan.model, variant=plan.variant, cores=len(os.sched_getaffinity(0)),
         cpu_model=cpu_model() or "unknown", stages=tuple(out),
