@@ -26,7 +26,7 @@ import yaml
 import planner
 from planner.render.flags import flags
 from planner.tune.choose import choose
-from planner.tune.model import Workload, predict
+from planner.tune.model import Workload
 from planner.tune.profile import Profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -63,21 +63,19 @@ def replay(answer: dict, source: str, workdir: Path) -> tuple[list[float], list[
     for k, w in enumerate(answer["workload"]):
         if w.get("loop") != "closed":
             continue
-        load = Workload(concurrency=w["concurrency"])
+        # tune's own ranking of every accepted placement, predictions and all
+        choice = choose(pl, profile, (Workload(concurrency=w["concurrency"]),))
         measured = {}
-        for f in planner.feasible_placements(pl):
-            runs = measured_by_flags.get(tuple(flags(f.requests))) or []
+        for c in choice.ranked:
+            runs = measured_by_flags.get(tuple(flags(c.requests))) or []
             got = runs[k].get("throughput_rps") if k < len(runs) and runs[k] else None
-            if not got:
-                continue
-            measured[tuple(flags(f.requests))] = got
-            errors.append(predict(f.plan, profile, load).throughput_rps / got - 1)
-        if not measured:
-            continue
-        best = choose(pl, profile, (load,)).best
-        got = measured.get(tuple(flags(best.requests)))
-        if got is not None:
-            picks.append(Pick(source, load.concurrency, best.name, got / max(measured.values())))
+            if got:
+                measured[c.name] = got
+                errors.append(c.predicted[0].throughput_rps / got - 1)
+        best = choice.best
+        if measured and best.name in measured:
+            picks.append(Pick(source, w["concurrency"], best.name,
+                              measured[best.name] / max(measured.values())))
     return errors, picks
 
 

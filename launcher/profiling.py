@@ -26,7 +26,7 @@ import statistics
 import sys
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -361,6 +361,17 @@ def _served_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any],
             for name in after if after[name].n > before[name].n}
 
 
+def overlapping_stages(plan: planner.Plan) -> set[str]:
+    """Stages that run beside another stage of the same request in their process, and so wait
+    for its interpreter lock: the two ends of a streaming edge inside one process, and, where a
+    stage fans out to parallel branches, every stage that shares its process."""
+    out = {n for h in plan.handoffs if h.streaming and not h.crosses for n in (h.source, h.target)}
+    if any(n > 1 for n in Counter(h.source for h in plan.handoffs).values()):
+        per_process = Counter(s.process for s in plan.stages)
+        out |= {s.name for s in plan.stages if per_process[s.process] > 1}
+    return out
+
+
 def _as_served(plan: planner.Plan, stages: list[StageProfile], served_ms: Mapping[str, float],
                handoff: HandoffCost) -> list[StageProfile]:
     """The stages with their costs scaled to what they took served as `plan` places them: a
@@ -372,12 +383,7 @@ def _as_served(plan: planner.Plan, stages: list[StageProfile], served_ms: Mappin
     beside another stage of the same request and waited for its interpreter lock (which the model
     adds itself). Those get the factor of the others together; a factor far from 1 is not
     believed (a cost that depends on the input more than on how it runs)."""
-    process = {s.name: s.process for s in plan.stages}
-    overlapping = {n for h in plan.handoffs if h.streaming and not h.crosses
-                   for n in (h.source, h.target)}
-    if any(sum(1 for h in plan.handoffs if h.source == s.name) > 1 for s in plan.stages):
-        shared = [p for p in process.values() if list(process.values()).count(p) > 1]
-        overlapping |= {n for n, p in process.items() if p in shared}
+    overlapping = overlapping_stages(plan)
     chunks = {s.name: s.chunks_out for s in stages}
     factors = {}
     for stage in stages:
@@ -387,9 +393,8 @@ def _as_served(plan: planner.Plan, stages: list[StageProfile], served_ms: Mappin
                      if h.target == stage.name and h.streaming] or [1.0])
         # what the model charges apart for handing the output on (the launcher's timing has it):
         # each crossing (a streaming one per chunk), or each result sent to the serving process
-        emit = sum(handoff.send_ms(stage.out_bytes)
-                   + (stage.chunks_out - 1) * handoff.fixed_ms * h.streaming
-                   for h in outgoing if h.crosses)
+        emit = sum((stage.chunks_out if h.streaming else 1.0) * handoff.fixed_ms
+                   + handoff.copy_ms(stage.out_bytes) for h in outgoing if h.crosses)
         emit += calls * handoff.fixed_ms if not outgoing else 0.0
         if stage.name in served_ms and stage.name not in overlapping and stage.busy_ms > 0:
             factor = (served_ms[stage.name] - emit) / stage.busy_ms

@@ -60,14 +60,20 @@ def _geomean(values: list[float]) -> float:
 
 def score(c: Candidate, objective: Objective) -> float:
     """Higher is better, over every workload at once (geometric mean)."""
+    return objective_score(objective, [p.throughput_rps for p in c.predicted],
+                           [p.latency_p50_ms for p in c.predicted],
+                           [p.ttfa_p90_ms for p in c.predicted])
+
+
+def objective_score(objective: str, throughput_rps: Sequence[float],
+                    latency_p50_ms: Sequence[float], ttfa_p90_ms: Sequence[float | None]) -> float:
+    """The objective over a candidate's workloads (one value each, predicted or measured),
+    higher is better."""
     if objective == "throughput":
-        return _geomean([p.throughput_rps for p in c.predicted])
-    if objective == "latency":
-        return -_geomean([p.latency_p50_ms for p in c.predicted])
-    ttfa = [p.ttfa_p90_ms for p in c.predicted]
-    if any(t is None for t in ttfa):
-        return -_geomean([p.latency_p50_ms for p in c.predicted])  # no streaming: first byte
-    return -_geomean([t for t in ttfa if t is not None])
+        return _geomean(list(throughput_rps))
+    if objective == "ttfa" and all(t is not None for t in ttfa_p90_ms):
+        return -_geomean([t for t in ttfa_p90_ms if t is not None])
+    return -_geomean(list(latency_p50_ms))  # latency; or ttfa without streaming: first byte
 
 
 def memory_mib(plan: Plan, profile: Profile) -> float:

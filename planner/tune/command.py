@@ -73,9 +73,9 @@ def calibration_plan(pipeline: planner.Pipeline, declared: Plan) -> Plan | None:
     interpreter lock there, and its served time says little of its own cost. Then the accepted
     placement with the most processes, which parts them as far as the rules allow (None: no
     placement parts more)."""
-    fan_out = any(sum(1 for h in declared.handoffs if h.source == s.name) > 1
-                  for s in declared.stages)
-    if not fan_out and not any(h.streaming and not h.crosses for h in declared.handoffs):
+    from launcher.profiling import overlapping_stages
+
+    if not overlapping_stages(declared):
         return None
     try:
         most = max(planner.feasible_placements(pipeline), key=lambda f: f.plan.process_count())

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.render.flags import command_line
+from planner.tune.choose import TIE, objective_score
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -112,26 +112,18 @@ class Verdict:
 
 
 def _measured_score(rows: list[dict[str, Any]], objective: str) -> float | None:
-    """The objective over every workload (geometric mean), higher is better, from measurements
-    (as `choose.score` from predictions); None if a workload went unmeasured or had errors."""
-    if objective == "throughput":
-        key = "throughput_rps"
-    elif objective == "ttfa" and all(r.get("ttfa_p90_ms") for r in rows):
-        key = "ttfa_p90_ms"
-    else:  # latency, or time to first audio of a pipeline that does not stream: first byte
-        key = "latency_p50_ms"
-    values = [r.get(key) for r in rows]
-    if not rows or any(not v or v <= 0 or r.get("errors") for v, r in zip(values, rows)):
+    """`choose.objective_score` of what was measured; None if a workload went unmeasured or had
+    errors."""
+    if not rows or any(not r.get("throughput_rps") or not r.get("latency_p50_ms")
+                       or r.get("errors") for r in rows):
         return None
-    mean = math.exp(sum(math.log(v) for v in values) / len(values))
-    return mean if key == "throughput_rps" else -mean
+    return objective_score(objective, [r["throughput_rps"] for r in rows],
+                           [r["latency_p50_ms"] for r in rows], [r.get("ttfa_p90_ms") for r in rows])
 
 
 def verdict(choice: Choice, measured: dict[int, list[dict[str, Any]]]) -> Verdict | None:
     """The placement that measured best, if the pick was measured. The same tie applies as to
     predictions: a measured lead within it is not a reason to change the recommendation."""
-    from planner.tune.choose import TIE
-
     scores = {i: _measured_score(rows, choice.objective) for i, rows in measured.items()}
     scores = {i: v for i, v in scores.items() if v is not None}
     if 0 not in scores:
