@@ -12,6 +12,7 @@ closed-loop loads (`planner tune --verify` with K = all), and report
     python benchmarks/tune_accuracy.py --pipeline four-mixed   # a 4-stage one (~5 min)
     python benchmarks/tune_accuracy.py --pipeline device-bound # mostly a device wait (~2 min)
     python benchmarks/tune_accuracy.py --pipeline held-out     # a per-chunk terminal (~2 min)
+    python benchmarks/tune_accuracy.py --config my-pipeline.yaml      # a pipeline of your own
     python benchmarks/tune_accuracy.py --chart benchmarks/tune_accuracy.png  # and plot them
 
 Pipelines: synthetic stages with known costs (`launcher.synthetic`) that stress different
@@ -118,6 +119,9 @@ def tune(target: list[str], loads: list[int], requests: int, out: Path,
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
         (save / f"{out.name}.json").write_text(done.stdout, encoding="utf-8")
+        if target[0] == "--config":  # the pipeline itself, for tune_replay.py
+            (save / f"{out.name}.yaml").write_text(Path(target[1]).read_text(encoding="utf-8"),
+                                                    encoding="utf-8")
     return json.loads(done.stdout)
 
 
@@ -205,19 +209,24 @@ def main() -> None:
                     choices=[*SYNTHETIC, *EXTRA, QWEN3],
                     help=f"only these pipelines (repeatable; default: {', '.join(SYNTHETIC)} and "
                          f"{QWEN3}; also {', '.join(EXTRA)})")
+    ap.add_argument("--config", action="append", type=Path, default=[], metavar="FILE",
+                    help="also a pipeline of your own, as a planner YAML config (repeatable); "
+                         "with --config alone, only those")
     ap.add_argument("--requests", type=int, metavar="N",
                     help="measured requests per placement and load (default 96, as planner "
                          "bench; --quick 24)")
     ap.add_argument("--save", type=Path, metavar="DIR",
                     help="keep each pipeline's `planner tune --format json` answer (profile, "
-                         "predictions, measurements) as DIR/NAME.json, to study offline")
+                         "predictions, measurements) as DIR/NAME.json, and its config as "
+                         "DIR/NAME.yaml, to study offline")
     args = ap.parse_args()
     loads = [1, 4] if args.quick else [1, 8]
     requests = args.requests or (24 if args.quick else 96)
     print(f"# tune accuracy, {os.cpu_count()} cores; loads C={loads}; {requests} requests per run")
     points: list[Point] = []
     with tempfile.TemporaryDirectory() as tmp:
-        names = args.pipeline or (["lock-bound"] if args.quick else [*SYNTHETIC, QWEN3])
+        default = [] if args.config else (["lock-bound"] if args.quick else [*SYNTHETIC, QWEN3])
+        names = args.pipeline or default
         for name in names:
             if name == QWEN3:
                 result = tune([QWEN3], loads, requests, Path(tmp) / name, args.save)
@@ -229,6 +238,10 @@ def main() -> None:
             cfg.write_text(yaml.safe_dump(synthetic_config(name, stages)))
             result = tune(["--config", str(cfg)], loads, requests, Path(tmp) / name, args.save)
             points += report(name, result, loads, planner.load(config=str(cfg)))
+        for cfg in args.config:
+            result = tune(["--config", str(cfg)], loads, requests, Path(tmp) / cfg.stem,
+                          args.save)
+            points += report(cfg.stem, result, loads, planner.load(config=str(cfg)))
     if not points:
         return
     errs = [abs(p.error) for p in points]

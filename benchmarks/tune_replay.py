@@ -43,8 +43,11 @@ class Pick:
     of_best: float  # its measured throughput over the best measured at that load
 
 
-def pipeline_for(model: str, workdir: Path) -> planner.Pipeline:
-    """The pipeline an answer was about: a synthetic one of tune_accuracy.py, or a built-in card."""
+def pipeline_for(model: str, saved: Path, workdir: Path) -> planner.Pipeline:
+    """The pipeline an answer was about: the config saved beside it (a `--config` pipeline), a
+    synthetic one of tune_accuracy.py, or a built-in card."""
+    if saved.with_suffix(".yaml").is_file():
+        return planner.load(config=str(saved.with_suffix(".yaml")))
     stages = {**SYNTHETIC, **EXTRA}.get(model)
     if stages is None:
         return planner.load(model_path=model)
@@ -53,9 +56,10 @@ def pipeline_for(model: str, workdir: Path) -> planner.Pipeline:
     return planner.load(config=str(cfg))
 
 
-def replay(answer: dict, source: str, workdir: Path) -> tuple[list[float], list[Pick]]:
+def replay(answer: dict, source: str, saved: Path,
+           workdir: Path) -> tuple[list[float], list[Pick]]:
     """Prediction errors (signed, over measured) and the pick at each load."""
-    pl = pipeline_for(answer["model"], workdir)
+    pl = pipeline_for(answer["model"], saved, workdir)
     profile = Profile.from_dict(answer["profile"])
     measured_by_flags = {tuple(c["flags"]): c.get("measured_by_workload") or []
                          for c in answer["candidates"]}
@@ -79,11 +83,11 @@ def replay(answer: dict, source: str, workdir: Path) -> tuple[list[float], list[
     return errors, picks
 
 
-def answers(paths: list[Path]) -> list[tuple[str, dict]]:
+def answers(paths: list[Path]) -> list[tuple[str, Path, dict]]:
     files = []
     for p in paths:
         files += sorted(p.glob("*.json")) if p.is_dir() else [p]
-    return [(f"{f.parent.name}/{f.stem}", json.loads(f.read_text(encoding="utf-8")))
+    return [(f"{f.parent.name}/{f.stem}", f, json.loads(f.read_text(encoding="utf-8")))
             for f in files]
 
 
@@ -95,8 +99,8 @@ def main() -> None:
     errors: list[float] = []
     picks: list[Pick] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for source, answer in answers(args.paths):
-            e, p = replay(answer, source, Path(tmp))
+        for source, saved, answer in answers(args.paths):
+            e, p = replay(answer, source, saved, Path(tmp))
             errors += e
             picks += p
     if not errors:

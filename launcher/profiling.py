@@ -26,7 +26,7 @@ import statistics
 import sys
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -361,17 +361,6 @@ def _served_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any],
             for name in after if after[name].n > before[name].n}
 
 
-def overlapping_stages(plan: planner.Plan) -> set[str]:
-    """Stages that run beside another stage of the same request in their process, and so wait
-    for its interpreter lock: the two ends of a streaming edge inside one process, and, where a
-    stage fans out to parallel branches, every stage that shares its process."""
-    out = {n for h in plan.handoffs if h.streaming and not h.crosses for n in (h.source, h.target)}
-    if any(n > 1 for n in Counter(h.source for h in plan.handoffs).values()):
-        per_process = Counter(s.process for s in plan.stages)
-        out |= {s.name for s in plan.stages if per_process[s.process] > 1}
-    return out
-
-
 def _as_served(plan: planner.Plan, stages: list[StageProfile], served_ms: Mapping[str, float],
                handoff: HandoffCost) -> list[StageProfile]:
     """The stages with their costs scaled to what they took served as `plan` places them: a
@@ -383,7 +372,7 @@ def _as_served(plan: planner.Plan, stages: list[StageProfile], served_ms: Mappin
     beside another stage of the same request and waited for its interpreter lock (which the model
     adds itself). Those get the factor of the others together; a factor far from 1 is not
     believed (a cost that depends on the input more than on how it runs)."""
-    overlapping = overlapping_stages(plan)
+    overlapping = plan.overlapping_stages()
     chunks = {s.name: s.chunks_out for s in stages}
     factors = {}
     for stage in stages:

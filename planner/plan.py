@@ -5,6 +5,7 @@ Nothing here decides anything; `planner.solver` builds these and everything down
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -118,6 +119,19 @@ class Plan:
 
     def process_count(self) -> int:
         return len(self.groups) + len(self.tp_processes)
+
+    def overlapping_stages(self) -> frozenset[str]:
+        """Stages that run beside another stage of the same request in their process, and so
+        wait for its interpreter lock even with one request in flight: the two ends of a
+        streaming edge inside one process, and, where a stage fans out to parallel branches,
+        every stage that shares its process."""
+        out = {n for h in self.handoffs if h.streaming and not h.crosses
+               for n in (h.source, h.target)}
+        fan_out = Counter(h.source for h in self.handoffs)
+        if any(n > 1 for n in fan_out.values()):
+            per_process = Counter(s.process for s in self.stages)
+            out |= {s.name for s in self.stages if per_process[s.process] > 1}
+        return frozenset(out)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ operator's constraints, and say why the best one wins."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -91,8 +91,10 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
     for f in feasible_placements(pipeline):
         preds = tuple(predict(f.plan, profile, w, cores) for w in workloads)
         groups = [g.stages for g in f.plan.groups]
+        # One request at a time, only stages of that request running at once can crowd.
+        company = None if any(map(_several_in_flight, preds)) else f.plan.overlapping_stages()
         candidates.append(Candidate(f.requests, f.plan, preds, memory_mib(f.plan, profile),
-                                    crowding_ms(groups, profile)))
+                                    crowding_ms(groups, profile, company)))
     declared = next(c for c in candidates if not c.requests)
     kept, excluded = [], []
     for c in candidates:
@@ -128,12 +130,20 @@ CROWDING_FLOOR = 0.10
 RETAKE_SHARE = 0.075
 
 
-def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile) -> float:
+def _several_in_flight(p: Prediction) -> bool:
+    """Whether requests overlap at this workload (Little's law: the rate times the time each
+    spends inside): one client, or arrivals rarer than a request's latency, leave one at a time."""
+    return p.throughput_rps * p.latency_p50_ms / 1000.0 >= 1.5
+
+
+def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile,
+                company: Collection[str] | None = None) -> float:
     """CPU per request of the stages that share a process with the busiest stage (by CPU): the
     work that takes the interpreter lock from it between its native calls. 0 when that work is
     under `CROWDING_FLOOR` of the busiest stage's, or the busiest stage re-takes the lock too
     rarely for company to slow it (`RETAKE_SHARE`: long native calls, or pure Python, whose lock
-    the model already shares out)."""
+    the model already shares out). `company`: the only stages that can run beside it, when not
+    every stage can (one request at a time: `Plan.overlapping_stages`)."""
     cpu = {s.name: s.gil_ms + s.native_ms for s in profile.stages}
     if not cpu:
         return 0.0
@@ -142,9 +152,12 @@ def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile) -> float:
     retakes = busiest.native_ms / busiest.call_ms
     if retakes * profile.handoff.latency_ms < RETAKE_SHARE * cpu[name]:
         return 0.0
+    if company is not None and name not in company:
+        return 0.0
     for stages in groups:
         if name in stages:
-            beside = sum(cpu.get(s, 0.0) for s in stages if s != name)
+            beside = sum(cpu.get(s, 0.0) for s in stages
+                         if s != name and (company is None or s in company))
             return beside if beside >= CROWDING_FLOOR * cpu[name] else 0.0
     return 0.0
 

@@ -73,9 +73,7 @@ def calibration_plan(pipeline: planner.Pipeline, declared: Plan) -> Plan | None:
     interpreter lock there, and its served time says little of its own cost. Then the accepted
     placement with the most processes, which parts them as far as the rules allow (None: no
     placement parts more)."""
-    from launcher.profiling import overlapping_stages
-
-    if not overlapping_stages(declared):
+    if not declared.overlapping_stages():
         return None
     try:
         most = max(planner.feasible_placements(pipeline), key=lambda f: f.plan.process_count())

@@ -12,10 +12,13 @@ from planner.tune.model import Workload, os_slice_ms, predict
 from planner.tune.profile import HandoffCost, Profile, StageProfile
 
 
-def chain(*names, process="p"):
+def chain(*names, process="p", stream_to=None):
     stages = [{"name": n, "process": process, **({"next": names[i + 1]} if i + 1 < len(names)
                                                   else {"terminal": True})}
               for i, n in enumerate(names)]
+    for stage in stages:
+        if stage["name"] in (stream_to or {}):
+            stage["stream_to"] = [stream_to[stage["name"]]]
     return planner.load(config={"name": "chain", "stages": stages,
                                 "process_safe_edges": [[a, b] for a, b in zip(names, names[1:])]})
 
@@ -202,6 +205,20 @@ def test_torch_like_stages_in_a_tie_get_a_process_each_while_cores_last():
     # Long native calls re-take the lock rarely: company costs them nothing, one process stays.
     rare = replace(prof, stages=tuple(replace(s, native_call_ms=5.0) for s in prof.stages))
     assert choose(pl, rare, (Workload(concurrency=8),)).best.name == "declared"
+
+
+def test_one_request_at_a_time_crowds_only_stages_that_stream_to_each_other():
+    # The tie of the test above, at C=1: in a plain chain the engine and the vocoder never run at
+    # once, so nothing crowds the engine and one process keeps the crossing's cost away; when the
+    # engine streams to the vocoder they do run at once, and the tie isolates the vocoder.
+    prof = profile({"pre": (0.05, 0.5, 0.0), "engine": (1.2, 260.0, 0.0),
+                    "vocoder": (0.4, 40.0, 0.0)}, cores=2, native_call_ms=0.02,
+                   handoff=HandoffCost(0.05, 15.0, 0.014))
+    one = (Workload(concurrency=1),)
+    assert choose(chain("pre", "engine", "vocoder"), prof, one).best.name == "declared"
+    streaming = chain("pre", "engine", "vocoder", stream_to={"engine": "vocoder"})
+    assert streaming.stage("engine").stream_to == ("vocoder",)
+    assert choose(streaming, prof, one).best.name == "--isolate-stage vocoder"
 
 
 def test_a_thread_handed_the_lock_runs_only_once_woken():

@@ -100,3 +100,15 @@ def test_the_retake_threshold_follows_the_machines_wakeup_latency():
     assert 400 * 0.001 < RETAKE_SHARE * 40.0 <= 400 * 0.01
     assert crowding_ms([["engine", "vocoder"]], _profile(stages, latency_ms=0.001)) == 0.0
     assert crowding_ms([["engine", "vocoder"]], _profile(stages, latency_ms=0.01)) == 12.0
+
+
+def test_with_one_request_at_a_time_only_stages_running_at_once_crowd():
+    prof = _profile({"pre": (2.0, 0.02), "engine": (40.0, 0.02), "vocoder": (12.0, 0.02)})
+    # a plain chain: the engine runs alone whoever shares its process
+    assert crowding_ms([["pre", "engine", "vocoder"]], prof, company=frozenset()) == 0.0
+    # the engine streams to the vocoder: the vocoder runs beside it, preprocessing still not
+    streaming = frozenset({"engine", "vocoder"})
+    assert crowding_ms([["pre", "engine", "vocoder"]], prof, company=streaming) == 12.0
+    # the busiest stage itself runs alone: nothing crowds it
+    assert crowding_ms([["pre", "engine", "vocoder"]], prof,
+                       company=frozenset({"pre", "vocoder"})) == 0.0
