@@ -71,6 +71,7 @@ EXTRA = {
                  ("voc", {"gil_ms": 1.5, "native_ms": 1.0, "audio_ms": 300.0})],
 }
 QWEN3 = "qwen3-tts"
+CARDS = [card.name for card in planner.all_cards()]
 
 
 @dataclass(frozen=True)
@@ -206,9 +207,10 @@ def main() -> None:
     ap.add_argument("--chart", type=Path, metavar="PNG",
                     help="also plot predicted against measured throughput to this file")
     ap.add_argument("--pipeline", action="append", metavar="NAME",
-                    choices=[*SYNTHETIC, *EXTRA, QWEN3],
+                    choices=[*SYNTHETIC, *EXTRA, *CARDS],
                     help=f"only these pipelines (repeatable; default: {', '.join(SYNTHETIC)} and "
-                         f"{QWEN3}; also {', '.join(EXTRA)})")
+                         f"{QWEN3}; also {', '.join(EXTRA)}, or any built-in card, served with "
+                         "its stand-in stages)")
     ap.add_argument("--config", action="append", type=Path, default=[], metavar="FILE",
                     help="also a pipeline of your own, as a planner YAML config (repeatable); "
                          "with --config alone, only those")
@@ -228,10 +230,10 @@ def main() -> None:
         default = [] if args.config else (["lock-bound"] if args.quick else [*SYNTHETIC, QWEN3])
         names = args.pipeline or default
         for name in names:
-            if name == QWEN3:
-                result = tune([QWEN3], loads, requests, Path(tmp) / name, args.save)
-                points += report(f"{QWEN3} (stand-ins)", result, loads,
-                                 planner.load(model_path=QWEN3))
+            if name in CARDS:
+                result = tune([name], loads, requests, Path(tmp) / name, args.save)
+                points += report(f"{name} (stand-ins)", result, loads,
+                                 planner.load(model_path=name))
                 continue
             cfg = Path(tmp) / f"{name}.yaml"
             stages = {**SYNTHETIC, **EXTRA}[name]

@@ -166,6 +166,11 @@ def _add_tune_parser(sub) -> None:
                    help="measured requests per placement and workload when verifying (default "
                         "96, as planner bench: --verify can change the recommendation, and 48 "
                         "left a placement 5-15%% apart between runs)")
+    p.add_argument("--rounds", type=_positive(int), default=3, metavar="N",
+                   help="with --verify: measure in N interleaved rounds, as planner bench "
+                        "--rounds (default 3: on a shared machine the speed drifts by more than "
+                        "the gaps --verify has to judge, and rounds spread the drift over every "
+                        "placement alike)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--output", metavar="DIR",
                    help="where profile.json and tune.json go (default tune-results/MODEL)")
@@ -214,6 +219,11 @@ def _add_bench_parser(sub) -> None:
     p.add_argument("--burstiness", type=float, metavar="B",
                    help="with --arrivals gamma: the gamma shape; 1 is Poisson, below 1 "
                         "burstier, above 1 more regular (default 1)")
+    p.add_argument("--rounds", type=int, default=1, metavar="N",
+                   help="split each placement's requests (or --duration) into N rounds, measured "
+                        "in turn across the placements (A B C, A B C, ...) and merged, so that a "
+                        "shared machine's drift in speed falls on every placement alike; the "
+                        "report says how far one placement's rounds disagreed (default 1)")
     p.add_argument("--warmup", type=int, default=4, metavar="W",
                    help="unmeasured requests after startup (default 4)")
     p.add_argument("--input-chars", type=int, default=100, metavar="K",

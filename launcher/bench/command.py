@@ -72,6 +72,11 @@ def _check(args: argparse.Namespace) -> None:
                         "streamed responses")
     if args.warmup < 0:
         problems.append(f"--warmup must be 0 or more, not {args.warmup}")
+    if args.rounds < 1:
+        problems.append(f"--rounds must be at least 1, not {args.rounds}")
+    elif args.duration is None and (args.requests or DEFAULT_REQUESTS) < args.rounds:
+        problems.append(f"--rounds {args.rounds} needs at least one request per round; give "
+                        f"--requests {args.rounds} or more, or fewer rounds")
     if not 1 <= args.input_chars <= MAX_INPUT_CHARS:
         problems.append(f"--input-chars must be within 1..{MAX_INPUT_CHARS} (the speech "
                         f"endpoint's limit), not {args.input_chars}")
@@ -121,6 +126,8 @@ def command_line(args: argparse.Namespace, output: Path) -> list[str]:
         out += ["--arrivals", args.arrivals or DEFAULT_ARRIVALS]
         if args.burstiness is not None:
             out += ["--burstiness", _num(args.burstiness)]
+    if args.rounds > 1:
+        out += ["--rounds", str(args.rounds)]
     out += ["--warmup", str(args.warmup), "--input-chars", str(args.input_chars)]
     if args.stream:
         out.append("--stream")
@@ -186,7 +193,7 @@ def run_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
         stand_in_size=args.stand_in_size, loads=shapes,
         requests=None if args.duration is not None else (args.requests or DEFAULT_REQUESTS),
         duration_s=args.duration, warmup=args.warmup, input_chars=args.input_chars,
-        stream=args.stream, seed=args.seed, slo=slo)
+        stream=args.stream, seed=args.seed, slo=slo, rounds=args.rounds)
     output = Path(args.output or Path("bench-results") / pipeline.name)
     _writable_directory(output)
     argv = command_line(args, output)
@@ -212,6 +219,7 @@ def run_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
                   "burstiness": (args.burstiness if args.burstiness is not None else 1.0)
                   if args.rate else None,
                   "requests": settings.requests, "duration_s": settings.duration_s,
+                  "rounds": settings.rounds,
                   "warmup": settings.warmup, "input_chars": settings.input_chars,
                   "stream": settings.stream, "seed": settings.seed,
                   "slo_ttfa_ms": args.slo_ttfa_ms, "slo_p99_ms": args.slo_p99_ms},

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from .loadgen import LATE_S, Sample, describe
 from .results import Bench, Run, total_rss
+from .rounds import spread
 
 PARETO_MARK = "★"
 MIB = 1024 * 1024
@@ -202,7 +203,12 @@ def legend(bench: Bench) -> str:
     stream = (" TTFA: time to the first audio byte; stalled %: streamed requests whose "
               "playback would have run dry at least once (the next bytes arrived after the "
               "audio delivered before them had played out)." if bench.stream else "")
-    return (f"{load}; {amount} per placement and load after {s['warmup']} warm-up requests; "
+    rounds = s.get("rounds") or 1
+    measured = (f"{amount} per placement and load after {s['warmup']} warm-up requests"
+                if rounds == 1 else
+                f"{amount} per placement and load in {rounds} interleaved rounds, each serving "
+                f"the placement afresh and warming it up with {s['warmup']} requests")
+    return (f"{load}; {measured}; "
             f"{'streaming' if s['stream'] else 'whole responses'}; about "
             f"{s['input_chars']} characters per request; seed {s['seed']}. Latencies in ms "
             f"(send to last byte); RTF: real-time factor, generation time / audio duration "
@@ -234,6 +240,14 @@ def observations(bench: Bench) -> list[str]:
         out.append(f"achieved exceeds the ideal bound for {names}: the launcher runs each stage "
                    "on its own thread, so stages sharing a process overlapped where torch released "
                    "the interpreter lock; the serial-process bound understates such a process")
+    spreads = [(spread(r), r) for r in bench.runs if spread(r) is not None]
+    if spreads:
+        widest, run = max(spreads, key=lambda x: x[0])
+        out.append(f"{len(run.round_rps)} interleaved rounds per placement and load: one "
+                   f"placement's rounds measured up to {widest:.0%} apart ({run.placement.name} "
+                   f"at {run.shape.label}): so much did this machine's speed, or a short "
+                   "round, vary; merged, each placement's figures span the same stretch of time "
+                   "as every other's")
     for r in bench.runs:
         offered = r.load.offered_rps
         if offered and r.load.ok and r.load.throughput_rps < 0.9 * offered:

@@ -25,6 +25,8 @@ class Run:
     ideal_rps: float | None
     load: LoadResult
     slo: Slo = field(default_factory=Slo)
+    # with --rounds: each round's throughput, in the order measured (`load` merges them all)
+    round_rps: tuple[float, ...] = ()
 
     @property
     def shape(self) -> Shape:
@@ -200,6 +202,7 @@ def _run_dict(run: Run, versus: Versus | None, on_front: bool) -> dict[str, Any]
         "ideal_rps": run.ideal_rps,
         "achieved_over_ideal": run.achieved_over_ideal,
         "load": _load_dict(run.load, run.slo),
+        "round_throughput_rps": list(run.round_rps) or None,
         "vs_baseline": asdict(versus) if versus else None,
         "pareto": on_front,
     }

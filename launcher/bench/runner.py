@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import httpx
 
 import planner
 
-from .loadgen import Closed, Load, Sample, Shape, Slo, run_load
+from . import rounds
+from .loadgen import Closed, Load, LoadResult, Sample, Shape, Slo, run_load
 from .measure import (
     GpuSampler,
     ideal_throughput,
@@ -44,6 +45,7 @@ class Settings:
     stream: bool
     seed: int
     slo: Slo = field(default_factory=Slo)
+    rounds: int = 1  # interleaved rounds per load (see `rounds`)
 
     def server_spec(self, placement: Placement) -> ServerSpec:
         return ServerSpec(model_path=self.model_path, config=self.config, variant=self.variant,
@@ -98,15 +100,41 @@ def run_all(settings: Settings, placements: Sequence[Placement], progress: Progr
     warm = warmup_texts(settings.seed, settings.warmup, settings.input_chars)
     runs = []
     for shape in settings.loads:
-        for placement in placements:
-            progress.begin(f"{placement.name} · {shape.label}", settings.requests)
-            run = run_one(settings, placement, shape, texts, warm, progress)
-            runs.append(run)
-            lag = run.load.lag
-            behind = "" if lag is None else f", schedule lag p99 {lag.p99 * 1000:.2f} ms"
-            progress.end(f"{run.load.throughput_rps:.2f} req/s, "
-                         f"p99 {_ms(run.p99_s)}, {run.load.errors} errors{behind}")
+        parts: dict[str, list[Run]] = {p.name: [] for p in placements}
+        for r, (start, n) in enumerate(_shares(settings)):
+            # Each round's own texts (all of them over the rounds, each once) and, open loop, its
+            # own arrival schedule.
+            part = replace(settings, requests=n if settings.requests else None,
+                           duration_s=settings.duration_s and settings.duration_s
+                           / settings.rounds, seed=settings.seed + r)
+            mine = texts[start:start + n] if settings.requests else texts
+            of = f" · round {r + 1}/{settings.rounds}" if settings.rounds > 1 else ""
+            for placement in placements:
+                progress.begin(f"{placement.name} · {shape.label}{of}", part.requests)
+                run = run_one(part, placement, shape, mine, warm, progress)
+                run = replace(run, load=_texts_from(run.load, start))
+                parts[placement.name].append(run)
+                lag = run.load.lag
+                behind = "" if lag is None else f", schedule lag p99 {lag.p99 * 1000:.2f} ms"
+                progress.end(f"{run.load.throughput_rps:.2f} req/s, "
+                             f"p99 {_ms(run.p99_s)}, {run.load.errors} errors{behind}")
+        runs += [rounds.merge(parts[p.name]) for p in placements]
     return tuple(runs)
+
+
+def _shares(settings: Settings) -> list[tuple[int, int]]:
+    """Each round's (first text, request count); with --duration every round cycles through
+    the whole text pool."""
+    if settings.requests:
+        return rounds.split(settings.requests, settings.rounds)
+    return [(0, DURATION_TEXT_POOL)] * settings.rounds
+
+
+def _texts_from(load: LoadResult, start: int) -> LoadResult:
+    """A round's samples numbered by the text each sent, not by its place in the round."""
+    if not start:
+        return load
+    return replace(load, samples=tuple(replace(s, index=s.index + start) for s in load.samples))
 
 
 def _ms(seconds: float | None) -> str:

@@ -41,7 +41,7 @@ def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
         cmd += (["--concurrency", str(w.concurrency)] if w.concurrency is not None
                 else ["--rate", f"{w.rate:g}"])
     cmd += ["--requests", str(args.requests), "--output", str(output), "--seed", str(args.seed),
-            "--device", args.device]
+            "--device", args.device, "--rounds", str(min(args.rounds, args.requests))]
     if args.stand_in_size:
         cmd += ["--stand-in-size", args.stand_in_size]
     return cmd

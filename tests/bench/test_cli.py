@@ -30,6 +30,9 @@ from planner.cli import main
      "--burstiness must be positive"),
     (["-m", "qwen3-tts", "--slo-ttfa-ms", "200"], "--slo-ttfa-ms needs --stream"),
     (["-m", "qwen3-tts", "--slo-p99-ms", "-1"], "--slo-p99-ms must be a positive number"),
+    (["-m", "qwen3-tts", "--rounds", "0"], "--rounds must be at least 1"),
+    (["-m", "qwen3-tts", "--rounds", "5", "--requests", "3"],
+     "--rounds 5 needs at least one request per round; give --requests 5 or more"),
 ])
 def test_bad_input_is_one_paragraph_and_exit_2(argv, says, capsys, tmp_path):
     assert main(["bench", *argv, "--output", str(tmp_path / "out")]) == 2

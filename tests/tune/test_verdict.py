@@ -79,3 +79,21 @@ def test_lower_latency_wins_when_the_objective_is_latency():
 def test_no_verdict_without_a_measurement_of_the_pick():
     choice, _ = a_choice()
     assert verdict(choice, {1: served(100.0)}) is None
+
+
+def test_verify_serves_its_placements_in_interleaved_rounds():
+    import argparse
+    from pathlib import Path
+
+    from planner.tune.verify import bench_command
+
+    choice, _ = a_choice()
+    args = argparse.Namespace(model_path=None, config="p.yaml", variant=None, requests=96,
+                              seed=0, device="cpu", stand_in_size=None, rounds=3)
+    cmd = bench_command(args, choice, [0], Path("out"))
+    assert cmd[cmd.index("--rounds") + 1] == "3"
+    assert cmd[cmd.index("--placement") + 1] == "tune1=--isolate-stage b"
+    # never more rounds than requests: each round sends at least one
+    few = bench_command(argparse.Namespace(**{**vars(args), "requests": 2}), choice, [0],
+                        Path("out"))
+    assert few[few.index("--rounds") + 1] == "2"
