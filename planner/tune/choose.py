@@ -138,12 +138,16 @@ def _several_in_flight(p: Prediction) -> bool:
 
 def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile,
                 company: Collection[str] | None = None) -> float:
-    """CPU per request of the stages that share a process with the busiest stage (by CPU): the
-    work that takes the interpreter lock from it between its native calls. 0 when that work is
-    under `CROWDING_FLOOR` of the busiest stage's, or the busiest stage re-takes the lock too
-    rarely for company to slow it (`RETAKE_SHARE`: long native calls, or pure Python, whose lock
-    the model already shares out). `company`: the only stages that can run beside it, when not
-    every stage can (one request at a time: `Plan.overlapping_stages`)."""
+    """Native work per request of the stages that share a process with the busiest stage (by
+    CPU): work that, like the busiest stage's own, re-takes the interpreter lock between calls,
+    so the two keep meeting at it. Pure-Python company is not counted: it holds the lock in long
+    stretches, which the model shares out itself (on four-mixed at C=8 the busiest stage measured
+    65-73 req/s beside a pure-Python stage and 60-65 beside a hashing one; on a pipeline whose
+    encoder runs 2 ms of pure Python around a 15 ms device wait, counting it split the encoder
+    off at x0.921 of the one process). 0 when that work is under `CROWDING_FLOOR` of the busiest
+    stage's CPU, or the busiest stage re-takes the lock too rarely for company to slow it
+    (`RETAKE_SHARE`: long native calls, or pure Python). `company`: the only stages that can run
+    beside it, when not every stage can (one request at a time: `Plan.overlapping_stages`)."""
     cpu = {s.name: s.gil_ms + s.native_ms for s in profile.stages}
     if not cpu:
         return 0.0
@@ -154,9 +158,10 @@ def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile,
         return 0.0
     if company is not None and name not in company:
         return 0.0
+    native = {s.name: s.native_ms for s in profile.stages}
     for stages in groups:
         if name in stages:
-            beside = sum(cpu.get(s, 0.0) for s in stages
+            beside = sum(native.get(s, 0.0) for s in stages
                          if s != name and (company is None or s in company))
             return beside if beside >= CROWDING_FLOOR * cpu[name] else 0.0
     return 0.0
@@ -177,7 +182,7 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
       more than 0.4% once, in a disturbed run), predicted equal; of nine placements of four-mixed
       predicted alike at C=8, the five that gave its busiest stage company measured 8-19% below
       the best, the four that did not 0-6%. So the placement that leaves the busiest stage the
-      least company wins.
+      least company of the same kind (native calls; see `crowding_ms`) wins.
     - Switching the cores between processes costs what switching between threads of one process
       does not, and the model charges neither. With two processes or more per core the cores do
       little else: on 1 core Qwen3-TTS's isolated vocoder measured 7-8% below one process, though
@@ -259,9 +264,9 @@ def _tie_reason(best: Candidate, rival: Candidate, cores: int) -> str:
         return (f"{rival.processes} processes on {cores} cores would keep switching the cores "
                 "between processes (the model does not charge for that)")
     if first == 1:
-        return (f"it leaves the busiest stage {best.crowding_ms:.0f} ms of other work per request "
-                f"in its process against {rival.crowding_ms:.0f}: a stage of short native calls "
-                "waits for its neighbours' interpreter lock more than the model charges")
+        return (f"it leaves the busiest stage {best.crowding_ms:.0f} ms of other native work per "
+                f"request in its process against {rival.crowding_ms:.0f}: a stage of short native "
+                "calls waits for its neighbours' interpreter lock more than the model charges")
     if first == 2:
         one = "process" if best.processes == 1 else "processes"
         return f"it needs {best.processes} {one} against {rival.processes}"

@@ -112,3 +112,15 @@ def test_with_one_request_at_a_time_only_stages_running_at_once_crowd():
     # the busiest stage itself runs alone: nothing crowds it
     assert crowding_ms([["pre", "engine", "vocoder"]], prof,
                        company=frozenset({"pre", "vocoder"})) == 0.0
+
+
+def test_pure_python_company_does_not_crowd():
+    # The engine's neighbour runs pure Python: it holds the lock in long stretches, which the
+    # model shares out itself, instead of meeting the engine at every re-take.
+    prof = Profile("m", "default", 2, "cpu", (
+        StageProfile("engine", gil_ms=0.0, native_ms=40.0, device_ms=0.0, native_call_ms=0.02),
+        StageProfile("pre", gil_ms=12.0, native_ms=0.0, device_ms=0.0),
+        StageProfile("vocoder", gil_ms=2.0, native_ms=10.0, device_ms=0.0, native_call_ms=0.02)),
+        HandoffCost(latency_ms=0.02))
+    assert crowding_ms([["pre", "engine"], ["vocoder"]], prof) == 0.0
+    assert crowding_ms([["pre", "engine", "vocoder"]], prof) == 10.0  # the vocoder's native work
