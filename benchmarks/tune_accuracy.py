@@ -7,11 +7,11 @@ closed-loop loads (`planner tune --verify` with K = all), and report
   `planner tune --concurrency C` would), and of its one choice for all loads at once, over the
   best measured one.
 
-    python benchmarks/tune_accuracy.py              # synthetic pipelines and qwen3-tts (~12 min)
+    python benchmarks/tune_accuracy.py              # synthetic pipelines and qwen3-tts (~18 min)
     python benchmarks/tune_accuracy.py --quick      # one synthetic pipeline, C=1 and C=4
-    python benchmarks/tune_accuracy.py --pipeline four-mixed   # a 4-stage one (~5 min)
-    python benchmarks/tune_accuracy.py --pipeline device-bound # mostly a device wait (~2 min)
-    python benchmarks/tune_accuracy.py --pipeline held-out     # a per-chunk terminal (~2 min)
+    python benchmarks/tune_accuracy.py --pipeline four-mixed   # a 4-stage one (~12 min)
+    python benchmarks/tune_accuracy.py --pipeline device-bound # mostly a device wait (~4 min)
+    python benchmarks/tune_accuracy.py --pipeline held-out     # a per-chunk terminal (~4 min)
     python benchmarks/tune_accuracy.py --config my-pipeline.yaml      # a pipeline of your own
     python benchmarks/tune_accuracy.py --chart benchmarks/tune_accuracy.png  # and plot them
 

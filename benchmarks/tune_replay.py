@@ -43,10 +43,10 @@ class Pick:
     of_best: float  # its measured throughput over the best measured at that load
 
 
-def pipeline_for(model: str, saved: Path, workdir: Path) -> planner.Pipeline:
-    """The pipeline an answer was about: the config saved beside it (a `--config` pipeline), a
-    synthetic one of tune_accuracy.py, or a built-in card."""
-    if saved.with_suffix(".yaml").is_file():
+def pipeline_for(model: str, workdir: Path, saved: Path | None = None) -> planner.Pipeline:
+    """The pipeline an answer was about: the config saved beside it (`saved`: the answer's file;
+    a `--config` pipeline), a synthetic one of tune_accuracy.py, or a built-in card."""
+    if saved is not None and saved.with_suffix(".yaml").is_file():
         return planner.load(config=str(saved.with_suffix(".yaml")))
     stages = {**SYNTHETIC, **EXTRA}.get(model)
     if stages is None:
@@ -56,10 +56,10 @@ def pipeline_for(model: str, saved: Path, workdir: Path) -> planner.Pipeline:
     return planner.load(config=str(cfg))
 
 
-def replay(answer: dict, source: str, saved: Path,
-           workdir: Path) -> tuple[list[float], list[Pick]]:
+def replay(answer: dict, source: str, workdir: Path,
+           saved: Path | None = None) -> tuple[list[float], list[Pick]]:
     """Prediction errors (signed, over measured) and the pick at each load."""
-    pl = pipeline_for(answer["model"], saved, workdir)
+    pl = pipeline_for(answer["model"], workdir, saved)
     profile = Profile.from_dict(answer["profile"])
     measured_by_flags = {tuple(c["flags"]): c.get("measured_by_workload") or []
                          for c in answer["candidates"]}
@@ -100,7 +100,7 @@ def main() -> None:
     picks: list[Pick] = []
     with tempfile.TemporaryDirectory() as tmp:
         for source, saved, answer in answers(args.paths):
-            e, p = replay(answer, source, saved, Path(tmp))
+            e, p = replay(answer, source, Path(tmp), saved)
             errors += e
             picks += p
     if not errors:

@@ -41,3 +41,13 @@ def test_the_command_summarises_every_answer_given():
     assert out.returncode == 0, out.stderr
     assert "5-one-core/qwen3-tts" in out.stdout
     assert "over 4 measurements" in out.stdout and "picks within 5%" in out.stdout
+
+
+def test_a_pipeline_of_ones_own_is_read_from_the_config_saved_beside_its_answer(tmp_path):
+    # tune_accuracy.py --config FILE --save DIR keeps DIR/NAME.yaml; the name is no built-in card
+    saved = RUNS / "13-time-weighted-probe" / "device-heavy.json"
+    assert saved.with_suffix(".yaml").is_file()
+    errors, picks = replay(json.loads(saved.read_text()), "device-heavy", tmp_path, saved)
+    assert len(errors) == 4 and [p.load for p in picks] == [1, 8]
+    # one process measured best at both loads: its encoder's pure Python is no native company
+    assert all(p.placement == "declared" and p.of_best == 1.0 for p in picks)
