@@ -68,17 +68,23 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
     cfg = {"name": "known", "stages": [
         {"name": "py", "process": "p", "next": "nat", "factory": "launcher.synthetic:stage",
          "args": {"gil_ms": 8}},
-        {"name": "nat", "process": "p", "next": "dev", "factory": "launcher.synthetic:stage",
+        {"name": "nat", "process": "p", "next": "mix", "factory": "launcher.synthetic:stage",
          "args": {"native_ms": 8}},
+        {"name": "mix", "process": "p", "next": "dev", "factory": "launcher.synthetic:stage",
+         "args": {"gil_ms": 4, "native_ms": 4}},
         {"name": "dev", "process": "p", "terminal": True, "factory": "launcher.synthetic:stage",
          "args": {"device_ms": 8, "audio_ms": 100}}],
-        "process_safe_edges": [["py", "nat"], ["nat", "dev"]]}
+        "process_safe_edges": [["py", "nat"], ["nat", "mix"], ["mix", "dev"]]}
     prof = measure(planner.solve(config=cfg).plan, requests=6, warmup=1)
     py, nat, dev = (prof.stage(n) for n in ("py", "nat", "dev"))
     # Which kind of time dominates each stage (shares, not speeds: the machine may be busy).
     assert py.gil_ms > 0.7 * py.busy_ms
     assert nat.native_ms > 0.6 * nat.busy_ms
     assert dev.device_ms > 0.7 * dev.busy_ms
+    # Half pure Python, half hashing: about half its CPU under the lock. (Counting the probe's
+    # blocked wake-ups, not their time, put 0.30 here: it wakes less often while blocked.)
+    mix = prof.stage("mix")
+    assert 0.4 < mix.gil_ms / (mix.gil_ms + mix.native_ms) < 0.75
     assert prof.frontend_ms > 0 and prof.client_ms > 0
     # The hashing stage's calls were timed beside a busy thread (their size depends on the machine).
     assert nat.native_call_ms is not None and nat.native_call_ms > 0
