@@ -240,7 +240,7 @@ def observations(bench: Bench) -> list[str]:
         out.append(f"achieved exceeds the ideal bound for {names}: the launcher runs each stage "
                    "on its own thread, so stages sharing a process overlapped where torch released "
                    "the interpreter lock; the serial-process bound understates such a process")
-    spreads = [(spread(r), r) for r in bench.runs if spread(r) is not None]
+    spreads = [(apart, r) for r in bench.runs if (apart := spread(r)) is not None]
     if spreads:
         widest, run = max(spreads, key=lambda x: x[0])
         out.append(f"{len(run.round_rps)} interleaved rounds per placement and load: one "

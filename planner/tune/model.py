@@ -35,11 +35,14 @@ or calls native code itself. So while a process runs pure Python, its native wor
 call in per switch interval: a process mixing the two serialises them far more than their CPU
 times suggest (measured on `native-device` of `benchmarks/tune_accuracy.py` at C=8, the model
 without this over-predicted such placements by 22-50%). The model runs native work in calls of
-the profiled size (`native_call_ms`): between
-calls the thread takes the lock for no time if it is free, and otherwise gives up its core and
-queues for it; pure-Python work holds the lock in slices of at most a switch interval and queues
-again after each, so a waiter's wait is bounded by the switch interval as in CPython (first come
-first served: a waiter arriving mid-slice waits out the rest of that slice, not a full interval).
+the profiled size (`native_call_ms`): between calls the thread takes the lock for no time if it
+is free, and otherwise gives up its core and queues for it; pure-Python work holds the lock in
+slices of at most a switch interval and queues again after each, so a waiter's wait is bounded by
+the switch interval (first come first served: a waiter arriving mid-slice waits out the rest of
+that slice). CPython's waiter instead sleeps a full interval from when it began waiting; modelled
+that way, no prediction over runs 1-10 of `benchmarks/tune_runs/2026-11-30` changed (their
+pure-Python stretches are all shorter than an interval, or all pure Python), so the simpler rule
+stays.
 """
 
 from __future__ import annotations
