@@ -8,8 +8,11 @@ is a pure delay); a handoff inside a process is a call, one across processes cos
 on both sides, a copy of its bytes and a little latency; the serving process reads each request
 and encodes its audio; a streaming stage hands each chunk on as it makes it. A mean-value analysis
 would give means only; the simulation also gives the percentiles and the time to first audio that
-the choice is made on, and it is cheap enough (milliseconds per candidate) to run on every
-placement the planner accepts.
+the choice is made on, and it is cheap enough (tens of milliseconds per candidate) to run on
+every placement the planner accepts. Three shortcuts keep it so, none of which changes what is
+simulated (a test checks them against stepping every event): no event marks an OS time slice
+while nobody waits for a core; threads that convoy at a lock take their turns without events
+while nothing else is due; and one client's run is put together from one request per size.
 
 Assumptions (the README lists them too): costs are the profile's means, scaled per chunk; the
 interpreter lock is handed over first come first served (CPython is close to that under load),
@@ -48,6 +51,7 @@ stays.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 from collections import defaultdict, deque
@@ -144,21 +148,22 @@ class _Resource:
     def __init__(self, name: str, capacity: int = 1, wake: float = 0.0) -> None:
         self.name, self.capacity, self.free = name, capacity, capacity
         self.wake = wake  # from the hand-over to a waiting thread until it runs
-        self.queue: deque[Generator] = deque()
+        self.queue: deque[Generator | _Native] = deque()
         self.busy = 0.0  # server-milliseconds held
         self.since: list[float] = []
         # An interpreter lock only: its process's threads running native work (a dict, not a set:
         # the order they are told of a new holder must not depend on object addresses), and the
         # queued threads that want it only to make their next native call.
         self.runners: dict[_Native, None] = {}
-        self.retakers: set[Generator] = set()
+        self.retakers: set[_Native] = set()
 
 
 class _Native:
     """A thread's native work in progress: `left` ms of it, in calls of `call` ms, `into` ms into
     the current call; between calls it needs the lock of its process. `ran` ms of it since it
     last got a core: at an OS time slice it goes back to the end of the queue for cores, if
-    anyone is in it."""
+    anyone is in it. The engine drives it from the moment its thread starts it to its end (the
+    thread, `gen`, is resumed then): a busy pipeline spends most of its events here."""
 
     __slots__ = ("at_boundary", "at_slice", "call", "gen", "into", "left", "lock", "preempted",
                  "ran", "since", "token")
@@ -178,31 +183,34 @@ _EPS = 1e-9
 
 
 class _Sim:
-    def __init__(self, cores: _Resource, slice_ms: float) -> None:
+    def __init__(self, cores: _Resource, slice_ms: float, shortcuts: bool = True) -> None:
         self.cores, self.slice = cores, slice_ms
+        self.shortcuts = shortcuts  # off: every convoy turn as events (to test that it is alike)
         self.now = 0.0
         # Native work on a core now. While nobody waits for a core a time slice changes nothing
         # (the thread gets the next one on the same core), so no event marks it: when a thread
         # starts to wait, these are told, and their slices count from then on.
         self.running: dict[_Native, None] = {}
         self._heap: list = []
-        self._seq = 0
+        self._seq = itertools.count()
+        self.halted = False  # set by whatever ends the run
 
     def at(self, delay: float, fn: Callable, *args) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (self.now + delay, self._seq, fn, args))
+        heapq.heappush(self._heap, (self.now + delay, next(self._seq), fn, args))
 
-    def run(self, stop: Callable[[], bool]) -> None:
-        heap = self._heap
-        while heap and not stop():
-            self.now, _, fn, args = heapq.heappop(heap)
+    def run(self) -> None:
+        """Until `halted` is set, or nothing is left to happen."""
+        heap, pop = self._heap, heapq.heappop
+        self.halted = False
+        while heap and not self.halted:
+            self.now, _, fn, args = pop(heap)
             fn(*args)
 
     # Threads are generators yielding ("hold", ms) | ("get", resource) | ("put", resource) |
     # ("park", (slots, key)): wait, stored in slots[key], until someone steps it again |
-    # ("native", _Native): run native work (holding a core) until it is done or a call boundary
-    # finds the lock held | ("retake", lock): take the lock and drop it at once (the Python
-    # between two native calls), queueing first come first served if it is held.
+    # ("native", _Native): run native work to its end, on a core, re-taking the lock between
+    # calls (take it and drop it at once: the Python between two calls; first come first served
+    # if it is held, without a core while it waits).
     def step(self, gen: Generator, _: object = None) -> None:
         while True:
             try:
@@ -228,16 +236,9 @@ class _Sim:
                 arg.busy += self.now - arg.since.pop()
                 self._hand_on(arg)
             elif op == "native":
-                arg.gen, arg.since, arg.ran = gen, self.now, 0.0
-                arg.lock.runners[arg] = None
-                self.running[arg] = None
-                self._schedule(arg)
+                arg.gen = gen
+                self._want_core(arg)
                 return
-            elif op == "retake":
-                if not arg.free:
-                    arg.queue.append(gen)
-                    arg.retakers.add(gen)
-                    return
             else:  # park
                 slots, key = arg
                 slots[key] = gen
@@ -254,18 +255,81 @@ class _Sim:
         res.since.append(self.now)
         if res.runners:
             self._lock_taken(res)
-        if nxt in res.retakers:
+        if type(nxt) is not _Native:
+            self.at(res.wake, self.step, nxt)
+        elif nxt in res.retakers:
             res.retakers.discard(nxt)
             self.at(res.wake, self._passed_through, res, nxt)
         else:
-            self.at(res.wake, self.step, nxt)
+            self.at(res.wake, self._on_core, nxt)
 
-    def _passed_through(self, res: _Resource, gen: Generator) -> None:
-        res.busy += self.now - res.since.pop()
-        self._hand_on(res)
-        self.step(gen)
+    def _passed_through(self, res: _Resource, n: _Native) -> None:
+        """`n` took the lock between two native calls and now drops it."""
+        while True:
+            res.busy += self.now - res.since.pop()
+            woken = self._convoy_turn(res, n)
+            if woken is None:
+                self._hand_on(res)
+                self._want_core(n)
+                return
+            n = woken
+
+    def _convoy_turn(self, res: _Resource, n: _Native) -> _Native | None:
+        """Threads of one process making native calls shorter than a wake-up convoy: the lock
+        goes to the next retaker in line and is held while it wakes; meanwhile `n` makes one
+        call, finds the lock still held and queues again; then the woken one drops the lock, and
+        so on, two events per call (most of a busy pipeline's events). If this turn ends before
+        anything else is due, take it here, with the arithmetic the events would do, and return
+        the thread whose wake-up ends it (the engine's time is then that end). Otherwise change
+        nothing and return None: the events take the turn."""
+        queue, cores, heap = res.queue, self.cores, self._heap
+        if not self.shortcuts or not queue or res.runners or cores.queue or not cores.free:
+            return None  # a runner of this lock or a wait for a core would be touched
+        nxt = queue[0]
+        if type(nxt) is not _Native or nxt not in res.retakers:
+            return None
+        t = self.now
+        to_boundary = n.call - n.into if n.call - n.into > _EPS else n.call
+        boundary, woken = t + to_boundary, t + res.wake
+        if not (to_boundary < n.left - _EPS and boundary < woken
+                and (not heap or woken < heap[0][0])):
+            return None
+        # `_hand_on`: the lock is `nxt`'s from now
+        queue.popleft()
+        res.since.append(t)
+        res.retakers.discard(nxt)
+        # `_want_core`, `_on_core`, `_schedule`: `n` runs on a free core to its next boundary
+        n.token += 2  # the boundary event it schedules, voided again when it stops there
+        n.at_boundary, n.at_slice = True, False
+        done = boundary - t
+        n.since, n.ran = boundary, done
+        n.left = max(n.left - done, 0.0)
+        # `_native_event` at the boundary: the lock is held; `n` gives up its core and queues
+        n.into = 0.0
+        cores.busy += boundary - t
+        queue.append(n)
+        res.retakers.add(n)
+        self.now = woken
+        return nxt
 
     # -- native work against its process's lock -----------------------------------------------
+    def _want_core(self, n: _Native) -> None:
+        cores = self.cores
+        if cores.free:
+            cores.free -= 1
+            cores.since.append(self.now)
+            self._on_core(n)
+        else:
+            cores.queue.append(n)
+            if len(cores.queue) == 1:
+                self._core_wanted()
+
+    def _on_core(self, n: _Native) -> None:
+        n.since, n.ran = self.now, 0.0
+        n.lock.runners[n] = None
+        self.running[n] = None
+        self._schedule(n)
+
     def _advance(self, n: _Native) -> None:
         done = self.now - n.since
         n.since = self.now
@@ -326,7 +390,19 @@ class _Sim:
         del n.lock.runners[n]
         del self.running[n]
         n.token += 1
-        self.step(n.gen)
+        cores = self.cores
+        cores.busy += self.now - cores.since.pop()
+        self._hand_on(cores)
+        if n.left <= _EPS:
+            self.step(n.gen)
+        elif n.preempted:  # to the back of the queue for cores; it needs no lock
+            n.preempted = False
+            self._want_core(n)
+        elif n.lock.free:
+            self._want_core(n)
+        else:  # waiting for the lock takes no core
+            n.lock.queue.append(n)
+            n.lock.retakers.add(n)
 
 
 @dataclass
@@ -338,12 +414,13 @@ class _Item:
 
 
 class _Run:
-    def __init__(self, plan: Plan, profile: Profile, workload: Workload, cores: int) -> None:
+    def __init__(self, plan: Plan, profile: Profile, workload: Workload, cores: int,
+                 shortcuts: bool = True) -> None:
         self.p, self.w = profile, workload
         self.stages = _stages(plan, profile)
         self.switch = max(profile.switch_interval_ms, 0.01)
         self.cores = _Resource("cores", max(1, cores))
-        self.sim = _Sim(self.cores, os_slice_ms(cores))
+        self.sim = _Sim(self.cores, os_slice_ms(cores), shortcuts)
         # A thread handed its process's lock after waiting for it slept on it: until it runs,
         # the lock is held and unused. The profile's handoff latency is such a wake-up.
         wake = profile.handoff.latency_ms
@@ -394,17 +471,7 @@ class _Run:
                 part -= run_for
             yield ("put", lock)
         if native > 0:
-            run = _Native(lock, native, call)
-            while True:
-                yield ("get", self.cores)
-                yield ("native", run)
-                yield ("put", self.cores)
-                if run.left <= _EPS:
-                    break
-                if run.preempted:  # to the back of the queue for cores; it needs no lock
-                    run.preempted = False
-                    continue
-                yield ("retake", lock)  # waiting for the lock takes no core
+            yield ("native", _Native(lock, native, call))
         if device > 0:
             held = list(gpus)
             for g in held:
@@ -500,6 +567,7 @@ class _Run:
         yield from self._work(FRONTEND, h.fixed_ms + self.p.frontend_ms / 2, 0.0, 0.0)
         yield from self._work(CLIENT, self.p.client_ms / 2, 0.0, 0.0)
         self.done[r] = self.sim.now
+        self.sim.halted = len(self.done) >= self.total
         if self.w.concurrency is not None:
             self._submit()
 
@@ -528,7 +596,7 @@ class _Run:
             before, r = self._busy(), self.sent
             self.total = self.sent + 1
             self._submit(x)
-            self.sim.run(lambda: r in self.done)
+            self.sim.run()
             after = self._busy()
             seen[x] = (self.done[r] - self.started[r], self.first_audio[r] - self.started[r],
                        {k: v - before.get(k, 0.0) for k, v in after.items()})
@@ -551,14 +619,14 @@ class _Run:
             utilization=tuple((name, round(u, 4)) for name, u in util))
 
     def run(self) -> Prediction:
-        if self.w.concurrency == 1:
+        if self.w.concurrency == 1 and self.sim.shortcuts:
             return self._run_alone()
         if self.w.concurrency is not None:
             for _ in range(self.w.concurrency):
                 self._submit()
         else:
             self._arrivals()
-        self.sim.run(lambda: len(self.done) >= self.total)
+        self.sim.run()
         measured = [r for r in range(self.w.warmup, self.total) if r in self.done]
         t0 = min(self.started[r] for r in measured)
         t1 = max(self.done[r] for r in measured)

@@ -255,3 +255,27 @@ def test_more_busy_threads_than_cores_take_turns_on_them(monkeypatch):
     # Linux's default base slice, scaled with the CPUs up to 8.
     monkeypatch.undo()
     assert [os_slice_ms(n) for n in (1, 2, 4, 8, 64)] == [0.75, 1.5, 2.25, 3.0, 3.0]
+
+
+@pytest.mark.parametrize("load", [Workload(concurrency=1, requests=40),
+                                  Workload(concurrency=3, requests=40)])
+def test_shortcuts_predict_what_stepping_every_event_does(load):
+    # Torch-like stages: native calls shorter than a wake-up, so threads of one process convoy
+    # at the lock (taken in turns without events), beside pure Python and a streaming handoff;
+    # one client is put together from one simulation per request size.
+    from planner.tune.model import _Run
+
+    pl = chain("a", "b", "c", stream_to={"b": "c"})
+    prof = replace(profile({"a": (0.5, 2.0, 0.0), "b": (1.0, 20.0, 0.5), "c": (0.3, 6.0, 0.0)},
+                           native_call_ms=0.02, handoff=HandoffCost(0.05, 5.0, 0.03)),
+                   request_scale=(0.8, 1.0, 1.3))
+    prof = replace(prof, stages=tuple(replace(s, chunks_out=6.0 if s.name == "b" else 1.0)
+                                      for s in prof.stages))
+    for plan in (planner.declared_plan(pl), placement(pl, "--isolate-stage c")):
+        fast = _Run(plan, prof, load, 2).run()
+        slow = _Run(plan, prof, load, 2, shortcuts=False).run()
+        assert fast.throughput_rps == pytest.approx(slow.throughput_rps, rel=1e-9)
+        assert fast.latency_p50_ms == pytest.approx(slow.latency_p50_ms, rel=1e-9)
+        assert fast.latency_p99_ms == pytest.approx(slow.latency_p99_ms, rel=1e-9)
+        assert fast.ttfa_p90_ms == pytest.approx(slow.ttfa_p90_ms, rel=1e-9)
+        assert dict(fast.utilization) == pytest.approx(dict(slow.utilization), abs=1e-4)
