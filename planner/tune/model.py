@@ -179,12 +179,26 @@ class _Native:
         self.preempted = False  # it gave up its core at a time slice, not at a boundary
 
 
+class _Python:
+    """A thread's pure-Python work in progress, then its native work (`then`): `left` ms of it
+    still to take its process's lock for, in stretches of at most a switch interval (`part` ms
+    left of the current one), each run on a core in OS slices (`run_for`: the current one)."""
+
+    __slots__ = ("gen", "left", "lock", "part", "run_for", "then")
+
+    def __init__(self, lock: _Resource, ms: float, then: _Native | None) -> None:
+        self.lock, self.left, self.then = lock, ms, then
+        self.gen: Generator | None = None
+        self.part = self.run_for = 0.0
+
+
 _EPS = 1e-9
 
 
 class _Sim:
-    def __init__(self, cores: _Resource, slice_ms: float, shortcuts: bool = True) -> None:
-        self.cores, self.slice = cores, slice_ms
+    def __init__(self, cores: _Resource, slice_ms: float, switch_ms: float,
+                 shortcuts: bool = True) -> None:
+        self.cores, self.slice, self.switch = cores, slice_ms, switch_ms
         self.shortcuts = shortcuts  # off: every convoy turn as events (to test that it is alike)
         self.now = 0.0
         # Native work on a core now. While nobody waits for a core a time slice changes nothing
@@ -208,9 +222,10 @@ class _Sim:
 
     # Threads are generators yielding ("hold", ms) | ("get", resource) | ("put", resource) |
     # ("park", (slots, key)): wait, stored in slots[key], until someone steps it again |
-    # ("native", _Native): run native work to its end, on a core, re-taking the lock between
-    # calls (take it and drop it at once: the Python between two calls; first come first served
-    # if it is held, without a core while it waits).
+    # ("cpu", _Python): its Python work, holding its process's lock (first come first served,
+    # let go at least every switch interval), and then its native work to its end, on a core,
+    # re-taking the lock between calls (take it and drop it at once: the Python between two
+    # calls; first come first served if it is held, without a core while it waits).
     def step(self, gen: Generator, _: object = None) -> None:
         while True:
             try:
@@ -235,9 +250,9 @@ class _Sim:
             elif op == "put":
                 arg.busy += self.now - arg.since.pop()
                 self._hand_on(arg)
-            elif op == "native":
+            elif op == "cpu":
                 arg.gen = gen
-                self._want_core(arg)
+                self._python(arg)
                 return
             else:  # park
                 slots, key = arg
@@ -255,7 +270,10 @@ class _Sim:
         res.since.append(self.now)
         if res.runners:
             self._lock_taken(res)
-        if type(nxt) is not _Native:
+        kind = type(nxt)
+        if kind is _Python:
+            self.at(res.wake, self._py_run if res is self.cores else self._py_locked, nxt)
+        elif kind is not _Native:
             self.at(res.wake, self.step, nxt)
         elif nxt in res.retakers:
             res.retakers.discard(nxt)
@@ -311,6 +329,60 @@ class _Sim:
         res.retakers.add(n)
         self.now = woken
         return nxt
+
+    # -- Python work: the lock, then a core -----------------------------------------------------
+    def _python(self, p: _Python) -> None:
+        """Take the lock for the next stretch; with none left, go on to the native work."""
+        if p.left > _EPS:
+            lock = p.lock
+            if lock.free:
+                lock.free -= 1
+                lock.since.append(self.now)
+                if lock.runners:
+                    self._lock_taken(lock)
+                self._py_locked(p)
+            else:
+                lock.queue.append(p)
+        elif p.then is not None:
+            p.then.gen = p.gen
+            self._want_core(p.then)
+        else:
+            self.step(p.gen)
+
+    def _py_locked(self, p: _Python) -> None:
+        p.part = min(p.left, self.switch)
+        p.left -= p.part
+        self._py_core(p)
+
+    def _py_core(self, p: _Python) -> None:
+        """The next OS slice of the stretch (the OS may take the core away in between: the lock
+        stays held), or, the stretch done, let go of the lock."""
+        if p.part > _EPS:
+            cores = self.cores
+            if cores.free:
+                cores.free -= 1
+                cores.since.append(self.now)
+                self._py_run(p)
+            else:
+                cores.queue.append(p)
+                if len(cores.queue) == 1:
+                    self._core_wanted()
+        else:
+            lock = p.lock
+            lock.busy += self.now - lock.since.pop()
+            self._hand_on(lock)
+            self._python(p)
+
+    def _py_run(self, p: _Python) -> None:
+        p.run_for = min(p.part, self.slice)
+        self.at(p.run_for, self._py_ran, p)
+
+    def _py_ran(self, p: _Python) -> None:
+        cores = self.cores
+        cores.busy += self.now - cores.since.pop()
+        self._hand_on(cores)
+        p.part -= p.run_for
+        self._py_core(p)
 
     # -- native work against its process's lock -----------------------------------------------
     def _want_core(self, n: _Native) -> None:
@@ -420,7 +492,7 @@ class _Run:
         self.stages = _stages(plan, profile)
         self.switch = max(profile.switch_interval_ms, 0.01)
         self.cores = _Resource("cores", max(1, cores))
-        self.sim = _Sim(self.cores, os_slice_ms(cores), shortcuts)
+        self.sim = _Sim(self.cores, os_slice_ms(cores), self.switch, shortcuts)
         # A thread handed its process's lock after waiting for it slept on it: until it runs,
         # the lock is held and unused. The profile's handoff latency is such a wake-up.
         wake = profile.handoff.latency_ms
@@ -458,20 +530,9 @@ class _Run:
 
     def _work(self, proc: str, gil: float, native: float, device: float,
               gpus: Iterable[_Resource] = (), call: float = float("inf")) -> Generator:
-        lock = self.gil[proc]
-        while gil > _EPS:  # a slice per switch interval: a waiter gets the lock in between
-            part = min(gil, self.switch)
-            yield ("get", lock)
-            gil -= part
-            while part > _EPS:  # the OS may take the core away in between: the lock stays held
-                run_for = min(part, self.sim.slice)
-                yield ("get", self.cores)
-                yield ("hold", run_for)
-                yield ("put", self.cores)
-                part -= run_for
-            yield ("put", lock)
-        if native > 0:
-            yield ("native", _Native(lock, native, call))
+        if gil > _EPS or native > 0:
+            lock = self.gil[proc]
+            yield ("cpu", _Python(lock, gil, _Native(lock, native, call) if native > 0 else None))
         if device > 0:
             held = list(gpus)
             for g in held:
