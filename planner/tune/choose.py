@@ -12,7 +12,8 @@ from planner.placements import feasible_placements
 from planner.pipeline import Pipeline
 from planner.plan import Plan, Request
 from planner.render.flags import flags
-from planner.tune.model import Prediction, Workload, predict
+from planner.tune.model import Prediction, Workload
+from planner.tune.parallel import predict_many
 from planner.tune.profile import Profile
 
 Objective = Literal["throughput", "latency", "ttfa"]
@@ -88,8 +89,9 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
            max_processes: int | None = None, max_memory_mib: float | None = None,
            cores: int | None = None) -> Choice:
     candidates = []
-    for f in feasible_placements(pipeline):
-        preds = tuple(predict(f.plan, profile, w, cores) for w in workloads)
+    placements = feasible_placements(pipeline)
+    predicted = predict_many([f.plan for f in placements], profile, workloads, cores)
+    for f, preds in zip(placements, predicted):
         groups = [g.stages for g in f.plan.groups]
         # One request at a time, only stages of that request running at once can crowd.
         company = None if any(map(_several_in_flight, preds)) else f.plan.overlapping_stages()

@@ -193,6 +193,7 @@ class _Python:
 
 
 _EPS = 1e-9
+_push = heapq.heappush
 
 
 class _Sim:
@@ -210,7 +211,14 @@ class _Sim:
         self.halted = False  # set by whatever ends the run
 
     def at(self, delay: float, fn: Callable, *args) -> None:
-        heapq.heappush(self._heap, (self.now + delay, next(self._seq), fn, args))
+        _push(self._heap, (self.now + delay, next(self._seq), fn, args))
+
+    def _release(self, res: _Resource) -> None:
+        res.busy += self.now - res.since.pop()
+        if res.queue:
+            self._hand_on(res)
+        else:
+            res.free += 1
 
     def run(self) -> None:
         """Until `halted` is set, or nothing is left to happen."""
@@ -248,8 +256,7 @@ class _Sim:
                         self._core_wanted()
                     return
             elif op == "put":
-                arg.busy += self.now - arg.since.pop()
-                self._hand_on(arg)
+                self._release(arg)
             elif op == "cpu":
                 arg.gen = gen
                 self._python(arg)
@@ -283,52 +290,53 @@ class _Sim:
 
     def _passed_through(self, res: _Resource, n: _Native) -> None:
         """`n` took the lock between two native calls and now drops it."""
-        while True:
-            res.busy += self.now - res.since.pop()
-            woken = self._convoy_turn(res, n)
-            if woken is None:
-                self._hand_on(res)
-                self._want_core(n)
-                return
-            n = woken
+        res.busy += self.now - res.since.pop()
+        cores = self.cores
+        if self.shortcuts and res.queue and not res.runners and not cores.queue and cores.free:
+            n = self._convoy(res, n)
+        self._hand_on(res)
+        self._want_core(n)
 
-    def _convoy_turn(self, res: _Resource, n: _Native) -> _Native | None:
+    def _convoy(self, res: _Resource, n: _Native) -> _Native:
         """Threads of one process making native calls shorter than a wake-up convoy: the lock
         goes to the next retaker in line and is held while it wakes; meanwhile `n` makes one
-        call, finds the lock still held and queues again; then the woken one drops the lock, and
-        so on, two events per call (most of a busy pipeline's events). If this turn ends before
-        anything else is due, take it here, with the arithmetic the events would do, and return
-        the thread whose wake-up ends it (the engine's time is then that end). Otherwise change
-        nothing and return None: the events take the turn."""
-        queue, cores, heap = res.queue, self.cores, self._heap
-        if not self.shortcuts or not queue or res.runners or cores.queue or not cores.free:
-            return None  # a runner of this lock or a wait for a core would be touched
-        nxt = queue[0]
-        if type(nxt) is not _Native or nxt not in res.retakers:
-            return None
-        t = self.now
-        to_boundary = n.call - n.into if n.call - n.into > _EPS else n.call
-        boundary, woken = t + to_boundary, t + res.wake
-        if not (to_boundary < n.left - _EPS and boundary < woken
-                and (not heap or woken < heap[0][0])):
-            return None
-        # `_hand_on`: the lock is `nxt`'s from now
-        queue.popleft()
-        res.since.append(t)
-        res.retakers.discard(nxt)
-        # `_want_core`, `_on_core`, `_schedule`: `n` runs on a free core to its next boundary
-        n.token += 2  # the boundary event it schedules, voided again when it stops there
-        n.at_boundary, n.at_slice = True, False
-        done = boundary - t
-        n.since, n.ran = boundary, done
-        n.left = max(n.left - done, 0.0)
-        # `_native_event` at the boundary: the lock is held; `n` gives up its core and queues
-        n.into = 0.0
-        cores.busy += boundary - t
-        queue.append(n)
-        res.retakers.add(n)
-        self.now = woken
-        return nxt
+        call (on a free core), finds the lock still held and queues again; then the woken one
+        drops the lock, and so on, two events per call (most of a busy pipeline's events). Take
+        the turns that end before anything else is due here, with the arithmetic the events
+        would do (nothing else can change in between: no runner of this lock, no wait for a
+        core), and return the thread whose wake-up ends the last one taken; the engine's time is
+        then that end, and the events take the next turn."""
+        queue, retakers, cores, heap = res.queue, res.retakers, self.cores, self._heap
+        limit = heap[0][0] if heap else math.inf
+        t, wake = self.now, res.wake
+        while queue:
+            nxt = queue[0]
+            if type(nxt) is not _Native or nxt not in retakers:
+                break
+            call, into = n.call, n.into
+            to_boundary = call - into if call - into > _EPS else call
+            boundary, woken = t + to_boundary, t + wake
+            if not (to_boundary < n.left - _EPS and boundary < woken < limit):
+                break
+            # `_hand_on`: the lock is `nxt`'s until `woken`
+            queue.popleft()
+            retakers.discard(nxt)
+            # `_want_core`, `_on_core`, `_schedule`: `n` runs to its next call boundary, ...
+            n.token += 2  # the event it schedules there, voided again when it stops
+            n.at_boundary, n.at_slice = True, False
+            done = boundary - t
+            n.since, n.ran = boundary, done
+            n.left = max(n.left - done, 0.0)
+            # ... where (`_native_event`) the lock is held: it gives up its core and queues
+            n.into = 0.0
+            cores.busy += boundary - t
+            queue.append(n)
+            retakers.add(n)
+            # `_passed_through` at `woken`: `nxt` drops the lock
+            res.busy += woken - t
+            t, n = woken, nxt
+        self.now = t
+        return n
 
     # -- Python work: the lock, then a core -----------------------------------------------------
     def _python(self, p: _Python) -> None:
@@ -368,19 +376,15 @@ class _Sim:
                 if len(cores.queue) == 1:
                     self._core_wanted()
         else:
-            lock = p.lock
-            lock.busy += self.now - lock.since.pop()
-            self._hand_on(lock)
+            self._release(p.lock)
             self._python(p)
 
     def _py_run(self, p: _Python) -> None:
-        p.run_for = min(p.part, self.slice)
-        self.at(p.run_for, self._py_ran, p)
+        p.run_for = run_for = min(p.part, self.slice)
+        _push(self._heap, (self.now + run_for, next(self._seq), self._py_ran, (p,)))
 
     def _py_ran(self, p: _Python) -> None:
-        cores = self.cores
-        cores.busy += self.now - cores.since.pop()
-        self._hand_on(cores)
+        self._release(self.cores)
         p.part -= p.run_for
         self._py_core(p)
 
@@ -424,7 +428,7 @@ class _Sim:
             if n.at_slice:
                 n.at_boundary = False
                 until = to_slice
-        self.at(until, self._native_event, n, n.token)
+        _push(self._heap, (self.now + until, next(self._seq), self._native_event, (n, n.token)))
 
     def _core_wanted(self) -> None:
         """A thread began to wait for a core: native work on one now ends its slice (counted
@@ -445,7 +449,11 @@ class _Sim:
     def _native_event(self, n: _Native, token: int) -> None:
         if token != n.token:
             return
-        self._advance(n)
+        done = self.now - n.since  # `_advance`, here for speed: the busiest of the handlers
+        n.since = self.now
+        n.left = max(n.left - done, 0.0)
+        n.into = (n.into + done) % n.call
+        n.ran += done
         if n.at_slice:
             if not self.cores.queue:  # nobody waits for a core: a new slice on the same one
                 n.ran = 0.0
@@ -462,9 +470,7 @@ class _Sim:
         del n.lock.runners[n]
         del self.running[n]
         n.token += 1
-        cores = self.cores
-        cores.busy += self.now - cores.since.pop()
-        self._hand_on(cores)
+        self._release(self.cores)
         if n.left <= _EPS:
             self.step(n.gen)
         elif n.preempted:  # to the back of the queue for cores; it needs no lock

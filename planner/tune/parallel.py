@@ -1,0 +1,70 @@
+"""Predict many placements at once on the machine's cores.
+
+Each simulation is independent, CPU-bound pure Python, so the interpreter lock keeps threads from
+helping; forked worker processes do, and they start in milliseconds because they inherit the
+planner already imported (a fresh interpreter would spend half a second importing it again). A
+process that already runs threads is not forked (a lock one of them holds would stay held in the
+child), and neither is a batch too small to repay the workers' start: those run here.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+from planner.plan import Plan
+from planner.tune.model import Prediction, Workload, predict
+from planner.tune.profile import Profile
+
+# Fewer simulations than this run in this process: forking costs a few milliseconds a worker.
+MIN_PARALLEL = 4
+
+# What the forked workers inherit: the batch being predicted (set only while one is).
+_batch: tuple[Sequence[Plan], Profile, Sequence[Workload], int | None] | None = None
+
+
+def _one(task: tuple[int, int]) -> Prediction:
+    assert _batch is not None
+    plans, profile, workloads, cores = _batch
+    i, j = task
+    return predict(plans[i], profile, workloads[j], cores)
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _can_fork() -> bool:
+    return ("fork" in multiprocessing.get_all_start_methods()
+            and threading.active_count() == 1)
+
+
+def predict_many(plans: Sequence[Plan], profile: Profile, workloads: Sequence[Workload],
+                 cores: int | None = None, jobs: int | None = None
+                 ) -> list[tuple[Prediction, ...]]:
+    """`predict` for every plan under every workload: one tuple per plan, a prediction per
+    workload in the order given. `jobs`: processes to use (default: the cores this process may
+    run on); the answers do not depend on it."""
+    global _batch
+    tasks = [(i, j) for i in range(len(plans)) for j in range(len(workloads))]
+    # One client costs a dozen requests to simulate, any other load all of them: hand those out
+    # first, so that no worker is left with a long one at the end.
+    tasks.sort(key=lambda t: workloads[t[1]].concurrency == 1)
+    jobs = min(jobs or usable_cores(), len(tasks))
+    _batch = (plans, profile, workloads, cores)
+    try:
+        if jobs < 2 or len(tasks) < MIN_PARALLEL or not _can_fork():
+            results = [_one(t) for t in tasks]
+        else:
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as ex:
+                results = list(ex.map(_one, tasks))
+    finally:
+        _batch = None
+    found = dict(zip(tasks, results))
+    return [tuple(found[(i, j)] for j in range(len(workloads))) for i in range(len(plans))]
