@@ -1,0 +1,69 @@
+"""Predictions spread over forked workers are the ones made in this process."""
+
+import threading
+
+import pytest
+
+import planner
+from planner.tune import parallel
+from planner.tune.model import Workload, predict
+from planner.tune.parallel import predict_many
+from planner.tune.profile import HandoffCost, Profile, StageProfile
+
+from .test_model import chain
+
+
+def _profile() -> Profile:
+    return Profile(model="chain", variant="default", cores=2, cpu_model="test",
+                   stages=(StageProfile("a", 0.5, 3.0, 0.0, native_call_ms=0.02),
+                           StageProfile("b", 2.0, 0.0, 1.0),
+                           StageProfile("c", 0.2, 4.0, 0.0, native_call_ms=0.05)),
+                   handoff=HandoffCost(0.05, 5.0, 0.03), frontend_ms=0.5,
+                   process_rss_mib=100.0, request_scale=(0.9, 1.1))
+
+
+def _plans():
+    return [f.plan for f in planner.feasible_placements(chain("a", "b", "c"))]
+
+
+LOADS = (Workload(concurrency=4, requests=24), Workload(concurrency=1, requests=24),
+         Workload(rate=150.0, requests=24))
+
+
+def test_workers_predict_what_this_process_does_in_the_order_asked(monkeypatch):
+    pools, real = [], parallel.ProcessPoolExecutor
+
+    def pool(*args, **kwargs):
+        pools.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", pool)
+    monkeypatch.setattr(parallel, "_can_fork", lambda: True)  # whatever else the test run runs
+    plans, prof = _plans(), _profile()
+    here = predict_many(plans, prof, LOADS, jobs=1)
+    assert not pools
+    forked = predict_many(plans, prof, LOADS, jobs=2)
+    assert pools == [(2,)]
+    assert forked == here
+    assert here[2][1] == predict(plans[2], prof, LOADS[1])  # per plan, per load as given
+
+
+def test_a_process_running_threads_is_not_forked(monkeypatch):
+    def no_pool(*_a, **_k):
+        raise AssertionError("forked a process that runs threads")
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", no_pool)
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait)
+    worker.start()
+    try:
+        out = predict_many(_plans(), _profile(), LOADS[:1], jobs=2)
+    finally:
+        release.set()
+        worker.join()
+    assert len(out) == len(_plans())
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_no_plans_no_predictions(jobs):
+    assert predict_many([], _profile(), LOADS, jobs=jobs) == []
