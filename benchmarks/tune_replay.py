@@ -84,11 +84,15 @@ def replay(answer: dict, source: str, workdir: Path,
 
 
 def answers(paths: list[Path]) -> list[tuple[str, Path, dict]]:
+    """The tune answers among `paths` (files, or directories of them); other JSON beside them,
+    such as a bare profile, is passed over."""
     files = []
     for p in paths:
         files += sorted(p.glob("*.json")) if p.is_dir() else [p]
-    return [(f"{f.parent.name}/{f.stem}", f, json.loads(f.read_text(encoding="utf-8")))
-            for f in files]
+    found = [(f"{f.parent.name}/{f.stem}", f, json.loads(f.read_text(encoding="utf-8")))
+             for f in files]
+    return [(source, f, data) for source, f, data in found
+            if isinstance(data, dict) and "profile" in data and "candidates" in data]
 
 
 def main() -> None:

@@ -19,7 +19,8 @@ from planner.plan import Plan
 from planner.tune.model import Prediction, Workload, predict
 from planner.tune.profile import Profile
 
-# Fewer simulations than this run in this process: forking costs a few milliseconds a worker.
+# Fewer simulations of several clients than this run in this process (forking costs a few
+# milliseconds a worker; one client's simulation takes about as long).
 MIN_PARALLEL = 4
 
 # What the forked workers inherit: the batch being predicted (set only while one is).
@@ -56,10 +57,11 @@ def predict_many(plans: Sequence[Plan], profile: Profile, workloads: Sequence[Wo
     # One client costs a dozen requests to simulate, any other load all of them: hand those out
     # first, so that no worker is left with a long one at the end.
     tasks.sort(key=lambda t: workloads[t[1]].concurrency == 1)
-    jobs = min(jobs or usable_cores(), len(tasks))
+    heavy = sum(workloads[j].concurrency != 1 for _, j in tasks)
+    jobs = min(jobs or usable_cores(), heavy)
     _batch = (plans, profile, workloads, cores)
     try:
-        if jobs < 2 or len(tasks) < MIN_PARALLEL or not _can_fork():
+        if jobs < 2 or heavy < MIN_PARALLEL or not _can_fork():
             results = [_one(t) for t in tasks]
         else:
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as ex:

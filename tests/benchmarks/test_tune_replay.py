@@ -51,3 +51,14 @@ def test_a_pipeline_of_ones_own_is_read_from_the_config_saved_beside_its_answer(
     assert len(errors) == 4 and [p.load for p in picks] == [1, 8]
     # one process measured best at both loads: its encoder's pure Python is no native company
     assert all(p.placement == "declared" and p.of_best == 1.0 for p in picks)
+
+
+def test_bare_profiles_beside_the_answers_are_passed_over(tmp_path):
+    # tune_runs/.../14-card-profiles holds profiles for tune_latency.py, not answers
+    answer = RUNS / "5-one-core" / "qwen3-tts.json"
+    (tmp_path / "qwen3-tts.json").write_text(answer.read_text())
+    (tmp_path / "profile.json").write_text(json.dumps(json.loads(answer.read_text())["profile"]))
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tune_replay.py"),
+                          str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "over 4 measurements" in out.stdout
