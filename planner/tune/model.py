@@ -199,7 +199,6 @@ class _Python:
 
 
 _EPS = 1e-9
-_push = heapq.heappush
 
 
 class _Sim:
@@ -217,7 +216,7 @@ class _Sim:
         self.halted = False  # set by whatever ends the run
 
     def at(self, delay: float, fn: Callable, *args) -> None:
-        _push(self._heap, (self.now + delay, next(self._seq), fn, args))
+        heapq.heappush(self._heap, (self.now + delay, next(self._seq), fn, args))
 
     def _release(self, res: _Resource) -> None:
         res.busy += self.now - res.since.pop()
@@ -429,8 +428,8 @@ class _Sim:
             self._python(p)
 
     def _py_run(self, p: _Python) -> None:
-        p.run_for = run_for = min(p.part, self.slice)
-        _push(self._heap, (self.now + run_for, next(self._seq), self._py_ran, (p,)))
+        p.run_for = min(p.part, self.slice)
+        self.at(p.run_for, self._py_ran, p)
 
     def _py_ran(self, p: _Python) -> None:
         self._release(self.cores)
@@ -477,7 +476,7 @@ class _Sim:
             if n.at_slice:
                 n.at_boundary = False
                 until = to_slice
-        _push(self._heap, (self.now + until, next(self._seq), self._native_event, (n, n.token)))
+        self.at(until, self._native_event, n, n.token)
 
     def _core_wanted(self) -> None:
         """A thread began to wait for a core: native work on one now ends its slice (counted
@@ -498,11 +497,7 @@ class _Sim:
     def _native_event(self, n: _Native, token: int) -> None:
         if token != n.token:
             return
-        done = self.now - n.since  # `_advance`, here for speed: the busiest of the handlers
-        n.since = self.now
-        n.left = max(n.left - done, 0.0)
-        n.into = (n.into + done) % n.call
-        n.ran += done
+        self._advance(n)
         if n.at_slice:
             if not self.cores.queue:  # nobody waits for a core: a new slice on the same one
                 n.ran = 0.0
