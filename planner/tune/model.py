@@ -225,6 +225,19 @@ class _Sim:
         else:
             res.free += 1
 
+    def _take_core(self, waiter: _Python | _Native) -> bool:
+        """A core for `waiter` now (True), or it queues for one (False): then native work on a
+        core ends its slices again (`_core_wanted`)."""
+        cores = self.cores
+        if cores.free:
+            cores.free -= 1
+            cores.since.append(self.now)
+            return True
+        cores.queue.append(waiter)
+        if len(cores.queue) == 1:
+            self._core_wanted()
+        return False
+
     def run(self) -> None:
         """Until `halted` is set, or nothing is left to happen."""
         heap, pop = self._heap, heapq.heappop
@@ -414,15 +427,8 @@ class _Sim:
         """The next OS slice of the stretch (the OS may take the core away in between: the lock
         stays held), or, the stretch done, let go of the lock."""
         if p.part > _EPS:
-            cores = self.cores
-            if cores.free:
-                cores.free -= 1
-                cores.since.append(self.now)
+            if self._take_core(p):
                 self._py_run(p)
-            else:
-                cores.queue.append(p)
-                if len(cores.queue) == 1:
-                    self._core_wanted()
         else:
             self._release(p.lock)
             self._python(p)
@@ -438,15 +444,8 @@ class _Sim:
 
     # -- native work against its process's lock -----------------------------------------------
     def _want_core(self, n: _Native) -> None:
-        cores = self.cores
-        if cores.free:
-            cores.free -= 1
-            cores.since.append(self.now)
+        if self._take_core(n):
             self._on_core(n)
-        else:
-            cores.queue.append(n)
-            if len(cores.queue) == 1:
-                self._core_wanted()
 
     def _on_core(self, n: _Native) -> None:
         n.since, n.ran = self.now, 0.0
