@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from planner.plan import Plan
 from planner.tune.model import Prediction, Workload, predict
@@ -61,11 +62,16 @@ def predict_many(plans: Sequence[Plan], profile: Profile, workloads: Sequence[Wo
     jobs = min(jobs or usable_cores(), heavy)
     _batch = (plans, profile, workloads, cores)
     try:
-        if jobs < 2 or heavy < MIN_PARALLEL or not _can_fork():
+        results = None
+        if jobs >= 2 and heavy >= MIN_PARALLEL and _can_fork():
+            try:
+                with ProcessPoolExecutor(jobs,
+                                         mp_context=multiprocessing.get_context("fork")) as ex:
+                    results = list(ex.map(_one, tasks))
+            except (BrokenProcessPool, OSError):  # no fork here, or a worker killed: go on here
+                results = None
+        if results is None:
             results = [_one(t) for t in tasks]
-        else:
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as ex:
-                results = list(ex.map(_one, tasks))
     finally:
         _batch = None
     found = dict(zip(tasks, results))

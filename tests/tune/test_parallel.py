@@ -67,3 +67,13 @@ def test_a_process_running_threads_is_not_forked(monkeypatch):
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_no_plans_no_predictions(jobs):
     assert predict_many([], _profile(), LOADS, jobs=jobs) == []
+
+
+def test_a_pool_that_cannot_start_leaves_the_work_to_this_process(monkeypatch):
+    def no_fork(*_a, **_k):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", no_fork)
+    monkeypatch.setattr(parallel, "_can_fork", lambda: True)
+    plans, prof = _plans(), _profile()
+    assert predict_many(plans, prof, LOADS, jobs=2) == predict_many(plans, prof, LOADS, jobs=1)
