@@ -246,7 +246,7 @@ class _Sim:
             self.now, _, fn, args = pop(heap)
             fn(*args)
 
-    # Threads are generators yielding ("hold", ms) | ("get", resource) | ("put", resource) |
+    # Threads are generators yielding ("hold", ms) | ("get", gpu) | ("put", gpu) |
     # ("park", (slots, key)): wait, stored in slots[key], until someone steps it again |
     # ("cpu", _Python): its Python work, holding its process's lock (first come first served,
     # let go at least every switch interval), and then its native work to its end, on a core,
@@ -262,16 +262,12 @@ class _Sim:
                 if arg > 0:
                     self.at(arg, self.step, gen)
                     return
-            elif op == "get":
+            elif op == "get":  # a GPU: locks and cores are taken by the "cpu" op's work
                 if arg.free:
                     arg.free -= 1
                     arg.since.append(self.now)
-                    if arg.runners:
-                        self._lock_taken(arg)
                 else:
                     arg.queue.append(gen)
-                    if arg is self.cores and len(arg.queue) == 1:
-                        self._core_wanted()
                     return
             elif op == "put":
                 self._release(arg)
