@@ -36,10 +36,10 @@ _SCRIPT = Path(sys.executable).with_name("planner")
 PLANNER = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "planner"]
 
 
-def profiles(paths: list[str]) -> dict[str, Path]:
-    """card -> profile file, from files and directories of them (answers are unpacked)."""
+def profiles(paths: list[str], tmp: Path) -> dict[str, Path]:
+    """card -> profile file, from files and directories of them (answers are unpacked into
+    `tmp`)."""
     out: dict[str, Path] = {}
-    tmp = Path(tempfile.mkdtemp(prefix="tune-latency-"))
     files = [f for p in map(Path, paths) for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
     for f in files:
         data = json.loads(f.read_text(encoding="utf-8"))
@@ -69,11 +69,18 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, action="append",
                     help="loads to predict (repeatable; default tune's own, C=1 and C=4)")
     args = ap.parse_args()
-    cards = profiles(args.paths)
+    with tempfile.TemporaryDirectory(prefix="tune-latency-") as tmp:
+        return measure(args, Path(tmp))
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> int:
+    cards = profiles(args.paths, tmp)
     if not cards:
         sys.exit(f"no profiles in {' '.join(args.paths)}")
+    plans = {card: [f.plan for f in planner.feasible_placements(planner.load(model_path=card))]
+             for card in cards}
     loads = [f"--concurrency={c}" for c in args.concurrency or ()]
-    out = Path(tempfile.mkdtemp(prefix="tune-latency-out-"))
+    out = tmp / "answers"
     cmds = {card: PLANNER + ["tune", card, "--profile", str(p), "--output", str(out / card),
                              *loads] for card, p in sorted(cards.items())}
     floor = [sys.executable, "-c", "import planner.cli, planner.tune.command"]
@@ -92,27 +99,23 @@ def main() -> int:
         for card, cmd in cmds.items():
             times[card].append(wall(cmd))
     for name, ts in times.items():
-        placements = ""
-        if name in cards:
-            n = len(planner.feasible_placements(planner.load(model_path=name)))
-            placements = f"{n:3d} placements"
+        placements = f"{len(plans[name]):3d} placements" if name in cards else ""
         print(f"{name:30s} {placements:15s} {fmt(ts)}")
 
     print("\n# the simulation alone, in this process: serial against forked workers")
     workloads = tuple(Workload(concurrency=c) for c in (args.concurrency or (1, 4)))
     for card, path in sorted(cards.items()):
-        plans = [f.plan for f in planner.feasible_placements(planner.load(model_path=card))]
         profile = Profile.load(path)
         serial, forked = [], []
         for _ in range(max(1, args.repeat // 2)):
             t = time.perf_counter()
-            predict_many(plans, profile, workloads, jobs=1)
+            predict_many(plans[card], profile, workloads, jobs=1)
             serial.append(time.perf_counter() - t)
             t = time.perf_counter()
-            predict_many(plans, profile, workloads)
+            predict_many(plans[card], profile, workloads)
             forked.append(time.perf_counter() - t)
         s, f = statistics.median(serial), statistics.median(forked)
-        print(f"{card:30s} {len(plans):3d} placements  serial {s:5.2f} s, forked {f:5.2f} s "
+        print(f"{card:30s} {len(plans[card]):3d} placements  serial {s:5.2f} s, forked {f:5.2f} s "
               f"(x{s / f:.2f})")
     return 0
 
