@@ -700,7 +700,7 @@ class _Run:
             if x in seen:
                 continue
             before, r = self._busy(), self.sent
-            self.total = self.sent + 1
+            self.total = self.sent + 1  # this request is the run's last: no next one, halt
             self._submit(x)
             self.sim.run()
             after = self._busy()
