@@ -75,6 +75,15 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
     sources = {h.source for h in handoffs}
 
     warnings = []
+    for u, v in problem.unlisted_declared_splits:
+        if a.process[u] != a.process[v]:
+            warnings.append(PlanWarning(
+                code="declared-split",
+                message=(f"{u} -> {v} crosses processes as {pl.source or pl.name} declares it "
+                         f"({u} in {a.process[u]}, {v} in {a.process[v]}), but {pl.name} does not "
+                         f"list it in process_safe_edges ({pl.unsupported_reason((u, v))}); the "
+                         f"declared topology is the baseline, so it is kept as declared"),
+                edge=(u, v)))
     newly = [e for e in problem.splittable_edges if a.process[e[0]] != a.process[e[1]]]
     for res in pl.edge_resources:
         if res.edge not in newly:

@@ -13,7 +13,7 @@ import yaml
 from planner.config import CARD_KEYS, build_pipeline, overlay, read_yaml
 from planner.errors import ConfigError, ConfigIssue
 from planner.pipeline import Pipeline
-from planner.provenance import complete_lines, overlay_lines
+from planner.provenance import overlay_lines
 
 DEFAULT_VARIANT = "default"
 # Built-in cards are ours and well-formed: libyaml's safe loader where present (5x faster at cold
@@ -132,8 +132,8 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
                 raise ConfigError(ConfigIssue(
                     source, "name", "a complete pipeline needs a name (or `model:` to overlay a card)",
                     "add e.g. `name: my-pipeline`, or `model: qwen3-tts` to start from a card"))
-            pipeline = build_pipeline(user, name=name, variant=DEFAULT_VARIANT, source=source)
-            return replace(pipeline, process_lines=complete_lines(pipeline, source, user))
+            # Its declared topology is the baseline: nothing in it is checked like a request.
+            return build_pipeline(user, name=name, variant=DEFAULT_VARIANT, source=source)
         card = (find_card(selector, source, "model") if selector
                 else find_card(model_path))  # type: ignore[arg-type]
         if selector and model_path and find_card(model_path).name != card.name:
@@ -144,7 +144,7 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
         merged = overlay(base, user, source)
         pipeline = build_pipeline(merged, name=card.name, variant=chosen,
                                   source=f"{source} (over card {card.name})")
-        return replace(pipeline, process_lines=overlay_lines(
+        return replace(pipeline, over_card=True, process_lines=overlay_lines(
             pipeline, card.raw["stages"], [*_variant_layer(card, chosen), (source, user)]))
 
     if model_path is None:
@@ -153,7 +153,7 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
     card = find_card(model_path)
     base, chosen = card_pipeline_raw(card, variant)
     pipeline = build_pipeline(base, name=card.name, variant=chosen, source=f"card {card.name}")
-    return replace(pipeline, process_lines=overlay_lines(
+    return replace(pipeline, over_card=True, process_lines=overlay_lines(
         pipeline, card.raw["stages"], _variant_layer(card, chosen)))
 
 

@@ -67,9 +67,14 @@ class Pipeline:
     fused_stages: tuple[tuple[str, ...], ...] = ()
     placement: PlacementPolicy = field(default_factory=PlacementPolicy)
     source: str = ""
-    # Stages whose declared process a config or variant set, away from where the card puts them
-    # (every stage of a complete pipeline): the lines a declared split of an unsafe edge is blamed on.
+    # Stages whose declared process a config or variant set, away from where the card puts them:
+    # the lines a declared split of an unsafe edge is blamed on.
     process_lines: tuple[tuple[str, ProcessLine], ...] = ()
+    # True when the layout is a built-in card with a variant or a user overlay (`model:`): those
+    # are requests against the card's declared topology and their unsafe splits are checked. A
+    # complete pipeline (`name:`) declares its own topology, which is the baseline
+    # (specification, "Which edges are checked"): its declared splits are only warned about.
+    over_card: bool = False
 
     def stage(self, name: str) -> StageConfig:
         for s in self.stages:

@@ -204,6 +204,7 @@ class PlanWarning:
     code: str
     message: str
     stage: str | None = None
+    edge: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -67,9 +67,22 @@ class Problem:
 
     @functools.cached_property
     def declared_unsafe_splits(self) -> tuple[tuple[str, str], ...]:
-        """Unsafe handoffs the declared topology itself splits (a config or variant moved a stage,
-        or a complete pipeline split its own handoff): checked like a request, never recommended
-        for. Edges touching a TP stage are left out, as for requests."""
+        """Unsafe handoffs that an overlay or variant of a built-in card splits (it moved a stage
+        away from the card's declared topology): checked like a request, never recommended for.
+        Empty for a complete pipeline, whose declared topology is the baseline. Edges touching a
+        TP stage are left out, as for requests."""
+        if not self.pipeline.over_card:
+            return ()
+        return tuple(e for e in self.handoffs if not self.touches_tp(e)
+                     and self.crosses_in_baseline(e)
+                     and self.pipeline.unsupported_reason(e) is not None)
+
+    @functools.cached_property
+    def unlisted_declared_splits(self) -> tuple[tuple[str, str], ...]:
+        """Handoffs a complete pipeline's own layout splits without listing them in
+        `process_safe_edges`: the baseline, so not checked, only warned about."""
+        if self.pipeline.over_card:
+            return ()
         return tuple(e for e in self.handoffs if not self.touches_tp(e)
                      and self.crosses_in_baseline(e)
                      and self.pipeline.unsupported_reason(e) is not None)

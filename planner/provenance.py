@@ -1,8 +1,8 @@
 """Which config line declared each stage's process.
 
-A declared topology is checked like a request: when a config or a variant moves a stage away from
-where the card puts it (or a complete pipeline splits a handoff of its own), the diagnostic names
-the YAML line that did it. Runs only on configs that already validated.
+An overlay or a variant is checked like a request against the card's declared topology: when it
+moves a stage away from where the card puts it and so splits an unsafe handoff, the diagnostic
+names the YAML line that did it. (A complete pipeline's own layout is the baseline, not checked.) Runs only on configs that already validated.
 """
 
 from __future__ import annotations
@@ -32,10 +32,3 @@ def overlay_lines(pipeline: Pipeline, card_stages: Sequence[Any],
     return tuple((s.name, last[s.name]) for s in pipeline.stages
                  if s.name in last and not s.is_tp and s.process != card_process.get(s.name))
 
-
-def complete_lines(pipeline: Pipeline, source: str,
-                   raw: Mapping[str, Any]) -> tuple[tuple[str, ProcessLine], ...]:
-    """A complete pipeline declares every process itself."""
-    lines = _lines_of(source, raw)
-    return tuple((s.name, lines[s.name]) for s in pipeline.stages
-                 if s.name in lines and not s.is_tp)

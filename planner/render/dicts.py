@@ -76,7 +76,10 @@ def diagnostic_dict(d: Diagnostic) -> dict[str, Any]:
 
 
 def warning_dict(w: PlanWarning) -> dict[str, Any]:
-    return {"code": w.code, "message": w.message, "stage": w.stage}
+    out: dict[str, Any] = {"code": w.code, "message": w.message, "stage": w.stage}
+    if w.edge is not None:
+        out["edge"] = list(w.edge)
+    return out
 
 
 def _tp_dict(plan: Plan | None) -> dict[str, list[str]]:

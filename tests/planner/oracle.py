@@ -57,8 +57,9 @@ def judge(pl: Pipeline, isolate=(), assign=()) -> Verdict:
         if a in tp or b in tp:
             continue
         if base.process[a] != base.process[b]:
-            # The config itself splits it: checked like a request, unless a request joins them.
-            if proc[a] != proc[b] and (a, b) not in pl.process_safe_edges:
+            # A complete pipeline's own split is its baseline: not checked. An overlay or variant
+            # that split it is checked like a request, unless a request joins them.
+            if pl.over_card and proc[a] != proc[b] and (a, b) not in pl.process_safe_edges:
                 v.violations.add(("unsupported-handoff", (a, b)))
             continue
         if proc[a] != proc[b]:
