@@ -3,7 +3,10 @@
 The declared pipeline's stages are built with their factories, as a worker builds them, and the
 bench's request texts are run through them one request at a time in one thread, so each stage's
 costs are its own (no contention; that is what the model predicts). Per stage and request:
-- wall time and the thread's CPU time; what is neither is device time (a GPU, a sleep, I/O);
+- wall time, the thread's CPU time (its own CPU clock) and the time it spent runnable but
+  waiting for a core (Linux schedstat); what is none of these is device time (a GPU, a sleep, I/O).
+  On a busy machine a stage waits for a core, and that wait is neither its CPU nor a device's: it
+  is taken out, so a profile taken there has the shape of one taken on a quiet machine;
 - the part of its CPU time that holds the interpreter lock: the same requests run again with a
   probe thread waking every 0.2 ms in the same process, and the time between wake-ups that
   found the lock held, over all the time, is the share of the stage's time that held it;
@@ -71,6 +74,40 @@ def _build(stage: planner.PlannedStage, device: str, defaults: Mapping[str, Any]
     return factory(**kwargs)
 
 
+class WaitClock:
+    """The calling thread's time spent runnable but waiting for a core, in seconds so far (the
+    second field of Linux's per-thread schedstat); 0.0 where the kernel does not say. Time a
+    thread sleeps (on a device, I/O, the interpreter lock) is not in it: only the wait for a CPU.
+    A descriptor kept open on the thread's own file is read (about 2 us), so the lock probe can
+    read it at every wake-up; the clock is the thread's that made it."""
+
+    def __init__(self) -> None:
+        try:
+            self._fd: int | None = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+        self.known = self._fd is not None and self() >= 0
+
+    def __call__(self) -> float:
+        if self._fd is None:
+            return 0.0
+        try:
+            return int(os.pread(self._fd, 128, 0).split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> WaitClock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class _Probe:
     """A thread that wakes every PERIOD and notes whether it got the interpreter lock back at once.
 
@@ -95,15 +132,17 @@ class _Probe:
 
     def _run(self) -> None:
         period, clock = self.PERIOD, time.perf_counter
-        last = clock()
-        while not self._stop.is_set():
-            due = clock() + period
-            time.sleep(period)
-            now = clock()
-            if now - due > self.threshold:
-                self.blocked_s += now - last
-            self.total_s += now - last
-            last = now
+        with WaitClock() as waited:
+            last = clock()
+            while not self._stop.is_set():
+                due, w0 = clock() + period, waited()
+                time.sleep(period)
+                now = clock()
+                # Late for want of a core (a busy machine) is not late for the lock.
+                if now - due - (waited() - w0) > self.threshold:
+                    self.blocked_s += now - last
+                self.total_s += now - last
+                last = now
 
     def snapshot(self) -> tuple[float, float]:
         return self.blocked_s, self.total_s
@@ -119,10 +158,11 @@ class _Probe:
         # one switch interval, an unblocked one only by timer slack.
         sys.setswitchinterval(self.PERIOD)
         lateness = []
-        for _ in range(400):
-            due = time.perf_counter() + self.PERIOD
-            time.sleep(self.PERIOD)
-            lateness.append(time.perf_counter() - due)
+        with WaitClock() as waited:
+            for _ in range(400):
+                due, w0 = time.perf_counter() + self.PERIOD, waited()
+                time.sleep(self.PERIOD)
+                lateness.append(time.perf_counter() - due - (waited() - w0))
         self.threshold = statistics.median(lateness) + self.PERIOD / 2
         self._thread.start()
         return self
@@ -188,10 +228,18 @@ class _Spinner:
 def _run_request(plan: planner.Plan, stages: dict[str, Callable], text: str,
                  cost: dict[str, list[float]], out: dict[str, list[float]],
                  probe: _Probe | None = None) -> Any:
-    """One request through the stages in pipeline order; adds each stage's wall and CPU time."""
+    """One request through the stages in pipeline order; adds each stage's wall time (less any
+    wait for a core) and its CPU time."""
     preds: dict[str, list[str]] = defaultdict(list)
     for h in plan.handoffs:
         preds[h.target].append(h.source)
+    with WaitClock() as waited:
+        return _run_stages(plan, stages, text, cost, out, probe, preds, waited)
+
+
+def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
+                cost: dict[str, list[float]], out: dict[str, list[float]], probe: _Probe | None,
+                preds: dict[str, list[str]], waited: WaitClock) -> Any:
     wholes: dict[str, dict[str, Any]] = {}
     chunks: dict[str, list[dict[str, Any]]] = {}
     audio = None
@@ -209,6 +257,7 @@ def _run_request(plan: planner.Plan, stages: dict[str, Callable], text: str,
         merged: dict[str, Any] = {}
         for data in inputs:
             p0 = probe.snapshot() if probe else None
+            q0 = waited()
             w0, c0 = time.perf_counter(), time.thread_time()
             result = fn(data)
             if not isinstance(result, Mapping):
@@ -222,8 +271,11 @@ def _run_request(plan: planner.Plan, stages: dict[str, Callable], text: str,
             else:
                 items = [result]
             took = time.perf_counter() - w0
-            wall += took
             cpu += time.thread_time() - c0
+            # What the stage took on a core of its own: less the time it waited for one (a busy
+            # machine's other work), which would otherwise pass for device time.
+            took = max(took - (waited() - q0), 0.0)
+            wall += took
             if probe:
                 held += probe.held_ms(p0, probe.snapshot(), took * 1000.0)
             for item in items:

@@ -1,0 +1,82 @@
+"""A profile taken on a busy machine has the shape of one taken on a quiet one: time a stage spends
+waiting for a core (other work on the machine) is neither its CPU nor device time.
+
+The machine is made busy by the test itself: busy-looping processes, one more than there are cores,
+started before and killed after."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+import planner
+from launcher.profiling import WaitClock, _build, _run_request
+
+KNOWN = {"name": "known", "stages": [
+    {"name": "py", "process": "p", "next": "dev", "factory": "launcher.synthetic:stage",
+     "args": {"gil_ms": 8}},
+    {"name": "dev", "process": "p", "terminal": True, "factory": "launcher.synthetic:stage",
+     "args": {"device_ms": 8, "audio_ms": 20}}],
+    "process_safe_edges": [["py", "dev"]]}
+
+
+@pytest.fixture
+def cpu_hogs():
+    """One busy-looping process per core, and one more, for the length of the test."""
+    n = len(os.sched_getaffinity(0)) + 1
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        # Wait until they are really running (each has used CPU), not for a guessed time.
+        for hog in hogs:
+            while _cpu_s(hog.pid) < 0.05:
+                assert hog.poll() is None
+                os.sched_yield()
+        yield hogs
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait(30)
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _profile(requests: int = 8) -> dict[str, tuple[float, float]]:
+    """Per stage: (CPU ms, device ms) per request, as the profiler measures them."""
+    plan = planner.solve(config=KNOWN).plan
+    stages = {s.name: _build(s, "cpu", {}) for s in plan.stages}
+    cost, extra = defaultdict(list), defaultdict(list)
+    _run_request(plan, stages, "warm up.", defaultdict(list), defaultdict(list))
+    for i in range(requests):
+        _run_request(plan, stages, f"request {i}.", cost, extra)
+    out = {}
+    for name in stages:
+        wall = statistics.fmean(cost[name])
+        cpu = min(statistics.fmean(extra[name + ":cpu"]), wall)
+        out[name] = (cpu, wall - cpu)
+    return out
+
+
+@pytest.mark.skipif(not WaitClock().known,
+                    reason="the kernel does not report a thread's wait for a core")
+def test_a_pure_python_stage_has_no_device_time_beside_cpu_hogs(cpu_hogs):
+    with WaitClock() as waited:
+        waited0 = waited()
+        prof = _profile()
+        # The hogs really took cores from the profiler (else this test proves nothing) ...
+        assert waited() - waited0 > 0.01
+    py_cpu, py_device = prof["py"]
+    dev_cpu, dev_device = prof["dev"]
+    # ... and yet the pure-Python stage is all CPU, the sleeping one all device time.
+    assert py_device < 0.15 * py_cpu, prof
+    assert dev_device > 0.7 * (dev_cpu + dev_device), prof
+
