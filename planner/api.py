@@ -135,13 +135,14 @@ def declared_plan(pipeline: Pipeline) -> Plan:
 
 def solve_replicas(pipeline: Pipeline, cluster: Cluster, replicas: int | None,
                    strategy: Strategy = "pack", requests: Sequence[Request] = (),
-                   gpus: bool = True) -> Result:
+                   gpus: bool | None = None) -> Result:
     """`solve_pipeline`, then pack `replicas` copies (None: as many as fit) onto `cluster`.
 
-    Single-replica diagnostics come first and stop here; too many replicas is one
-    `insufficient-capacity` diagnostic with the largest number that fits and hints that fit.
-    `gpus=False` packs by CPUs alone: what `planner serve` does on a cluster without GPUs, where
-    GPU stages run on CPU."""
+    Single-replica diagnostics come first and stop here; too many replicas (or none at all for
+    `max`) is one `insufficient-capacity` diagnostic with the largest number that fits and hints
+    that fit. `planner solve` and `planner serve` both count this way: on a cluster without
+    GPUs, GPU stages run on CPU and only CPUs count (`planner.replicas.stages_on_gpus`); `gpus`
+    overrides that."""
     result = solve_pipeline(pipeline, requests=requests)
     if not result.ok:
         return dataclasses.replace(result, cluster=cluster)
@@ -181,7 +182,7 @@ def _capacity_diagnostic(pipeline: Pipeline, result: Result, cluster: Cluster, p
     card = CardTarget(pipeline.name, pipeline.variant) if pipeline.source.startswith("card ") \
         else None
     conflict = InsufficientCapacity(
-        model=pipeline.name, requested=packing.requested or 0, most=packing.most,
+        model=pipeline.name, requested=packing.requested, most=packing.most,
         proved=packing.proved,
         gpu_need=tuple((l, d / SCALE) for l, d in packing.demand.gpus),
         cpu_need=packing.demand.cpus, cluster=cluster.source, shortfall=shortfall,

@@ -397,8 +397,8 @@ def _serve_replicas(args: argparse.Namespace) -> int:
         requests = from_options(args.isolate_stage, args.stage_process)
         from planner.api import solve_replicas
 
-        result = solve_replicas(pipeline, cluster, _replica_count(args), args.strategy, requests,
-                                gpus=cluster.gpu_count > 0)
+        # Counted as `planner solve --replicas` counts (GPU stages on CPU without GPUs).
+        result = solve_replicas(pipeline, cluster, _replica_count(args), args.strategy, requests)
         if not result.ok:
             render_result(_console(stderr=True), result)
             return result.exit_code

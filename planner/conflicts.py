@@ -245,7 +245,7 @@ class NodeShortfall:
     gpus: int
     cpus: int | None
     most: int
-    by_gpu: int
+    by_gpu: int | None  # None: a replica needs no GPU
     by_cpu: int | None
 
 
@@ -255,7 +255,7 @@ class InsufficientCapacity:
 
     code: ClassVar[str] = "insufficient-capacity"
     model: str
-    requested: int
+    requested: int | None  # None: `--replicas max`
     most: int  # the largest number that fits
     proved: bool  # False: a time limit cut a proof short
     gpu_need: tuple[tuple[int, float], ...]  # one replica: (logical GPU, share of a GPU)

@@ -30,6 +30,13 @@ Strategy = Literal["pack", "spread"]
 TIME_LIMIT_S = 10.0
 
 
+def stages_on_gpus(cluster: Cluster) -> bool:
+    """Whether a replica's GPU stages run on GPUs on `cluster`: the one rule `planner solve
+    --replicas` and `planner serve --replicas` both count by. A cluster with no GPU at all runs
+    them on CPU (as the launcher does), so a replica needs only its CPUs there."""
+    return cluster.gpu_count > 0
+
+
 @dataclass(frozen=True)
 class Demand:
     """What one replica needs: per logical GPU the memory share (units), and CPUs."""
@@ -74,7 +81,7 @@ class NodeCapacity:
     node: Node
     most: int  # replicas it holds, proved (unless `proved` is False)
     proved: bool
-    by_gpu: int  # the most its GPUs alone allow (CPUs ignored)
+    by_gpu: int | None  # the most its GPUs alone allow (CPUs ignored; None: needs no GPU)
     by_cpu: int | None  # the most its CPUs allow (None: not limited)
 
 
@@ -96,7 +103,8 @@ class Packing:
 
     @property
     def fits(self) -> bool:
-        return self.requested is None or self.requested <= self.most
+        """The replicas asked for fit; `max` (None) asks for at least one."""
+        return (1 if self.requested is None else self.requested) <= self.most
 
 
 def _solver() -> cp_model.CpSolver:
@@ -184,7 +192,9 @@ def node_capacity(demand: Demand, node: Node) -> NodeCapacity:
             proved &= status == cp_model.INFEASIBLE
             k -= 1
         by_gpu = k
-    most = by_gpu if by_cpu is None else min(by_gpu, by_cpu)
+    else:
+        by_gpu = None  # a replica needs no GPU: only CPUs limit it
+    most = min(b for b in (by_gpu, by_cpu, 1 << 16) if b is not None)
     return NodeCapacity(node, most, proved, by_gpu, by_cpu)
 
 
@@ -203,10 +213,11 @@ def _counts(capacity: list[NodeCapacity], n: int, strategy: Strategy) -> list[in
 
 
 def pack(plan: Plan, cluster: Cluster, replicas: int | None,
-         strategy: Strategy = "pack", gpus: bool = True) -> Packing:
-    """Place `replicas` copies of `plan` (None: as many as fit) on `cluster`; with
-    `gpus=False` (a cluster without GPUs, GPU stages on CPU) by CPUs alone."""
-    demand = Demand.of(plan, gpus)
+         strategy: Strategy = "pack", gpus: bool | None = None) -> Packing:
+    """Place `replicas` copies of `plan` (None: as many as fit) on `cluster`. `gpus`: whether
+    its GPU stages take GPUs; by default `stages_on_gpus(cluster)` (on a cluster without GPUs
+    they run on CPU and only CPUs count)."""
+    demand = Demand.of(plan, stages_on_gpus(cluster) if gpus is None else gpus)
     capacity = [node_capacity(demand, node) for node in cluster.nodes]
     most = sum(c.most for c in capacity)
     n = most if replicas is None else replicas

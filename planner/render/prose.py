@@ -192,28 +192,48 @@ def _missing_fraction(c: MissingFraction) -> Prose:
         "these shares fit the limit); " + config_hint(c.card, fractions_yaml(c.proposal)))
 
 
+def _count(n: int, thing: str) -> str:
+    """`1 GPU`, `2 GPUs`: a count with its noun, singular or plural."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
 def _insufficient(c: InsufficientCapacity) -> Prose:
-    need = ", ".join(f"a whole GPU (logical GPU {l})" if share >= 1.0 - 1e-9 else
-                     f"{share:.3f} of a GPU (logical GPU {l})" for l, share in c.gpu_need)
-    because = [f"one replica of {c.model} needs {need or 'no GPU'} and {c.cpu_need} CPU"
-               f"{'s' if c.cpu_need != 1 else ''} (one per process), on one node"]
+    # Short sentences, one fact each: what a replica needs, what each kind of node holds and
+    # why, what the cluster holds.
+    need = [f"a whole GPU (logical GPU {l})" if share >= 1.0 - 1e-9 else
+            f"{share:.3f} of a GPU (logical GPU {l})" for l, share in c.gpu_need]
+    because = [f"One replica of {c.model} needs {_count(c.cpu_need, 'CPU')} (one per process)."]
+    if need:
+        because[0] += f" It needs {', '.join(need[:-1]) + ' and ' if need[1:] else ''}{need[-1]}."
+    else:
+        because[0] += " Its GPU stages run on CPU here: the cluster has no GPU."
+    because.append("A replica runs on one node.")
     for n in c.shortfall:
-        kind = f"{len(n.nodes)} node{'s' if len(n.nodes) > 1 else ''} ({', '.join(n.nodes[:3])}" \
-               f"{', ...' if len(n.nodes) > 3 else ''}) with {n.gpus} GPUs" \
-               + (f" and {n.cpus} CPUs" if n.cpus is not None else "")
-        if n.by_cpu is not None and n.by_cpu < n.by_gpu:
-            short = f"its CPUs run out first ({n.cpus} // {c.cpu_need} = {n.by_cpu})"
+        kind = (f"{_count(len(n.nodes), 'node')} ({', '.join(n.nodes[:3])}"
+                f"{', ...' if len(n.nodes) > 3 else ''}) with {_count(n.gpus, 'GPU')}"
+                + (f" and {_count(n.cpus, 'CPU')}" if n.cpus is not None else ""))
+        if n.by_cpu is not None and (n.by_gpu is None or n.by_cpu < n.by_gpu):
+            why = (f"Its CPUs run out first ({_count(n.cpus or 0, 'CPU')}, {c.cpu_need} a "
+                   f"replica).")
         elif n.most == 0 and n.gpus < len(c.gpu_need):
-            short = f"a replica needs {len(c.gpu_need)} GPUs on one node"
+            why = f"A replica needs {_count(len(c.gpu_need), 'GPU')} on one node."
         else:
-            short = "its GPUs run out first"
-        because.append(f"{kind}: at most {n.most} each, {short}")
+            why = "Its GPUs run out first."
+        each = "each holds" if len(n.nodes) > 1 else "holds"
+        because.append(f"{kind}: {each} at most {_count(n.most, 'replica')}. {why}")
     proof = "proved by the solver" if c.proved else "a time limit cut the proof short"
-    because.append(f"{c.cluster} holds at most {c.most} ({proof})")
-    hints = [f"ask for `--replicas {c.most}`" if c.most else "add nodes with enough GPUs"]
-    if c.sharing and c.sharing_most is not None and c.sharing_most >= c.requested:
+    because.append(f"In all, {c.cluster} holds at most {_count(c.most, 'replica')} ({proof}).")
+    hints = [f"ask for `--replicas {c.most}`" if c.most else
+             "add nodes with enough GPUs and CPUs" if c.gpu_need else "add nodes with more CPUs"]
+    asked = 1 if c.requested is None else c.requested
+    if c.sharing and c.sharing_most is not None and c.sharing_most >= asked:
         text = fractions_yaml(c.sharing)
         hints.append(f"or let two replicas share a GPU (then {c.sharing_most} fit); "
                      + config_hint(c.card, text))
-    return Prose(f"{c.requested} replicas of {c.model} do not fit on {c.cluster}: at most "
-                 f"{c.most} do", tuple(because), "; ".join(hints))
+    if c.requested is None:
+        return Prose(f"no replica of {c.model} fits on {c.cluster}", tuple(because),
+                     "; ".join(hints))
+    verb = "does" if c.requested == 1 else "do"
+    return Prose(f"{_count(c.requested, 'replica')} of {c.model} {verb} not fit on {c.cluster}: "
+                 f"at most {c.most} {'does' if c.most == 1 else 'do'}", tuple(because),
+                 "; ".join(hints))

@@ -85,7 +85,13 @@ def diagnostic_text(d: Diagnostic) -> Text:
     t.append(f"error[{d.code}]", style="bold red")
     subject = _subject(d)
     t.append(f" {subject}\n" if subject else "\n")
-    if d.because:
+    if d.because and all(f[:1].isupper() or f[:1].isdigit() for f in d.because) \
+            and all(f.endswith(".") for f in d.because):
+        # Facts written as whole sentences: the verdict first, then one sentence a line.
+        t.append(f"  {d.message[:1].upper()}{d.message[1:]}.\n")
+        for fact in d.because:
+            t.append(f"  {fact}\n")
+    elif d.because:
         facts = list(d.because)
         joined = facts[0] if len(facts) == 1 else ", ".join(facts[:-1]) + " and " + facts[-1]
         t.append(f"  Because {joined}, {d.message}.\n")

@@ -141,10 +141,61 @@ def test_on_a_cluster_without_gpus_replicas_are_limited_by_cpus_alone():
     """What `planner serve` packs on a machine without GPUs, where GPU stages run on CPU."""
     pl = planner.load_pipeline(model_path="higgs-tts")  # 3 processes sharing logical GPU 0
     laptop = Cluster((Node("laptop", 0, 8),))
-    assert not solve_replicas(pl, laptop, 1).ok  # by GPUs, not even one
+    # `planner solve` counts as `planner serve` does: no GPU at all, GPU stages on CPU.
+    assert solve_replicas(pl, laptop, 2).packing == solve_replicas(pl, laptop, 2, gpus=False).packing
     fits = solve_replicas(pl, laptop, 2, gpus=False)
     assert fits.ok and [r.gpus for r in fits.packing.replicas] == [(), ()]
     too_many = solve_replicas(pl, laptop, 3, gpus=False)
     assert [d.code for d in too_many.diagnostics] == ["insufficient-capacity"]
     assert too_many.packing.most == 2  # 8 CPUs // 3 processes
     assert "--replicas 2" in too_many.diagnostics[0].hint
+
+
+def test_solve_and_serve_give_one_capacity_answer_on_a_machine_without_gpus(monkeypatch, capsys):
+    """`planner solve --replicas` and `planner serve --replicas` on this machine, with no GPU
+    visible: the same count (by CPUs), the same refusal, exit 1, nothing started."""
+    from planner.cli import main
+    from planner.cluster import this_machine
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    cpus = this_machine().nodes[0].cpus
+    assert main(["solve", "qwen3-tts", "--replicas", str(cpus)]) == 0  # one CPU a replica
+    too_many = str(cpus + 1)
+    capsys.readouterr()
+    assert main(["solve", "qwen3-tts", "--replicas", too_many]) == 1
+    solved = " ".join(capsys.readouterr().out.split())
+    assert main(["serve", "qwen3-tts", "--replicas", too_many, "--port", "0"]) == 1
+    served = " ".join(capsys.readouterr().err.split())
+    verdict = f"{too_many} replicas of qwen3-tts do not fit on this machine: at most {cpus} do."
+    assert verdict in solved and verdict in served
+    # The CPUs ran out, and it says so (not that GPUs did).
+    assert "Its CPUs run out first" in solved and "GPUs run out" not in solved
+
+
+def test_replicas_max_that_fits_none_exits_1_with_the_explanation(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("nodes:\n  - {name: a, gpus: 1, cpus: 2}\n  - {name: b, gpus: 1, cpus: 1}\n")
+    out = subprocess.run([sys.executable, "-m", "planner", "solve", "higgs-tts", "--cluster",
+                          str(path), "--replicas", "max"], capture_output=True, text=True)
+    assert out.returncode == 1, out.stdout + out.stderr
+    text = " ".join(out.stdout.split())
+    assert "No replica of higgs-tts fits on" in text
+    assert "needs 3 CPUs (one per process)" in text
+    assert "Its CPUs run out first (2 CPUs, 3 a replica)." in text
+    assert "hint: add nodes" in text
+
+
+def test_the_capacity_explanation_is_short_sentences_with_right_plurals():
+    # One node with too few GPUs for a two-GPU replica, one with too few CPUs.
+    r = solve_replicas(planner.load("ming-omni-tts", variant="tp2"),
+                       Cluster((Node("a", 1, 64), Node("b", 4, 1)), source="two nodes"), 1)
+    d = r.diagnostics[-1]
+    assert d.message == "1 replica of ming-omni-tts does not fit on two nodes: at most 0 do"
+    assert d.because[0] == ("One replica of ming-omni-tts needs 4 CPUs (one per process). It needs "
+                            "0.920 of a GPU (logical GPU 0) and 0.720 of a GPU (logical GPU 1).")
+    assert "1 node (a) with 1 GPU and 64 CPUs: holds at most 0 replicas. A replica needs 2 GPUs " \
+        "on one node." in d.because
+    assert any(b.startswith("1 node (b) with 4 GPUs and 1 CPU: holds at most 0 replicas. Its "
+                            "CPUs run out first (1 CPU, ") for b in d.because)
+    # Short sentences: none runs on past 25 words.
+    assert all(len(sentence.split()) <= 25 for b in d.because for sentence in b.split(". "))
