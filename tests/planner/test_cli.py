@@ -1,4 +1,4 @@
-"""`planner` as a user runs it: a subprocess, exit codes, JSON shape, readable tables and errors."""
+"""`planner` as a user runs it (in this process, and as a subprocess in the slow lane): exit codes, JSON shape, readable tables and errors."""
 
 import json
 import os
@@ -8,12 +8,20 @@ import textwrap
 
 import pytest
 
+from tests.cli import BOTH, run_planner
+
 ENV = {**os.environ, "COLUMNS": "120", "NO_COLOR": "1"}
+IN_PROCESS = True
+
+
+@pytest.fixture(autouse=True, params=BOTH)
+def cli_mode(request, monkeypatch):
+    """Every test here runs `planner` in this process (fast lane) and as a subprocess (slow)."""
+    monkeypatch.setattr(sys.modules[__name__], "IN_PROCESS", request.param == "in-process")
 
 
 def run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True,
-                          env=ENV, cwd=cwd, timeout=60)
+    return run_planner(*args, env=ENV, cwd=cwd, in_process=IN_PROCESS, timeout=60)
 
 
 def test_models_lists_the_ten_cards_and_variants():

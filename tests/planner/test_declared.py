@@ -5,14 +5,13 @@ splits a handoff the card does not declare process-safe it is `unsupported-hando
 line that did it, and its fix really removes it. A complete pipeline (`name:`) declares its own
 topology, which is the baseline: its own splits are never errors, only a `declared-split` warning."""
 
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 import planner
 from planner.cards import all_cards
+from tests.cli import BOTH, run_planner
 from tests.planner.test_solve import codes, groups, with_fix
 
 QWEN_MOVE = {"model": "qwen3-tts", "stages": [{"name": "preprocessing", "process": "pre"}]}
@@ -128,11 +127,11 @@ def test_a_variant_layout_is_blamed_on_the_variant():
                             "ming-omni-tts puts preprocessing in process preprocessing")
 
 
-def test_cli_names_the_file_and_exits_1(tmp_path):
+@pytest.mark.parametrize("mode", BOTH)
+def test_cli_names_the_file_and_exits_1(tmp_path, mode):
     path = tmp_path / "move.yaml"
     path.write_text("model: qwen3-tts\nstages:\n  - {name: preprocessing, process: pre}\n")
-    out = subprocess.run([sys.executable, "-m", "planner", "solve", "--config", str(path)],
-                         capture_output=True, text=True)
+    out = run_planner("solve", "--config", str(path), in_process=mode == "in-process")
     assert out.returncode == 1
     assert "error[unsupported-handoff] preprocessing -> tts_engine" in out.stdout
     assert f"`stages[0].process: pre` in {path}" in " ".join(out.stdout.split())

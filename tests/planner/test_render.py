@@ -2,13 +2,12 @@
 carries each conflict and fix as data, so a script never parses the prose."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 import planner
 from planner import Assign, Isolate
+from tests.cli import BOTH, run_planner
 
 
 @pytest.mark.parametrize("requests", [
@@ -28,10 +27,10 @@ def test_parse_flags_names_what_is_not_a_placement_flag():
         planner.parse_flags(["--isolate-stage"])
 
 
-def test_json_carries_the_conflict_and_the_fix_as_data():
-    out = subprocess.run([sys.executable, "-m", "planner", "solve", "qwen3-tts",
-                          "--isolate-stage", "preprocessing", "--format", "json"],
-                         capture_output=True, text=True)
+@pytest.mark.parametrize("mode", BOTH)
+def test_json_carries_the_conflict_and_the_fix_as_data(mode):
+    out = run_planner("solve", "qwen3-tts", "--isolate-stage", "preprocessing", "--format", "json",
+                      in_process=mode == "in-process")
     assert out.returncode == 1
     d = json.loads(out.stdout)["diagnostics"][0]
     c = d["conflict"]

@@ -3,8 +3,6 @@ is an `insufficient-capacity` diagnostic whose hints fit, and the output says wh
 
 import itertools
 import json
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +13,7 @@ from planner.api import solve_replicas
 from planner.cluster import Cluster, Node, load_cluster
 from planner.errors import ConfigError
 from planner.replicas import Demand, pack
+from tests.cli import BOTH, run_planner
 
 
 def two_gpu_pipeline(f0, f1):
@@ -114,12 +113,12 @@ def test_pack_fills_nodes_and_spread_evens_them():
     assert sorted(sum(r.node == n.name for r in spread.replicas) for n in cluster.nodes) == [1, 1, 2]
 
 
-def test_cli_json_and_cluster_file_errors(tmp_path):
+@pytest.mark.parametrize("mode", BOTH)
+def test_cli_json_and_cluster_file_errors(tmp_path, mode):
     good = tmp_path / "c.yaml"
     good.write_text("nodes:\n  - {name: a, gpus: 2, cpus: 16}\n  - {name: b, gpus: 2}\n")
-    out = subprocess.run([sys.executable, "-m", "planner", "solve", "qwen3-tts", "--cluster",
-                          str(good), "--replicas", "max", "--format", "json"],
-                         capture_output=True, text=True)
+    out = run_planner("solve", "qwen3-tts", "--cluster", str(good), "--replicas", "max",
+                      "--format", "json", in_process=mode == "in-process")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["replicas_max"] == 4 and data["replicas_max_proved"] is True
@@ -129,8 +128,8 @@ def test_cli_json_and_cluster_file_errors(tmp_path):
         data["cluster"]["gpus"]
     bad = tmp_path / "bad.yaml"
     bad.write_text("nodes:\n  - {name: a, gpus: -1}\n  - {name: a, gpus: 2}\n")
-    out = subprocess.run([sys.executable, "-m", "planner", "solve", "qwen3-tts", "--cluster",
-                          str(bad), "--replicas", "2"], capture_output=True, text=True)
+    out = run_planner("solve", "qwen3-tts", "--cluster", str(bad), "--replicas", "2",
+                      in_process=mode == "in-process")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "nodes[0].gpus" in out.stdout + out.stderr
     with pytest.raises(ConfigError, match="--cluster: .*missing.yaml is not a file"):
@@ -172,11 +171,12 @@ def test_solve_and_serve_give_one_capacity_answer_on_a_machine_without_gpus(monk
     assert "Its CPUs run out first" in solved and "GPUs run out" not in solved
 
 
-def test_replicas_max_that_fits_none_exits_1_with_the_explanation(tmp_path):
+@pytest.mark.parametrize("mode", BOTH)
+def test_replicas_max_that_fits_none_exits_1_with_the_explanation(tmp_path, mode):
     path = tmp_path / "c.yaml"
     path.write_text("nodes:\n  - {name: a, gpus: 1, cpus: 2}\n  - {name: b, gpus: 1, cpus: 1}\n")
-    out = subprocess.run([sys.executable, "-m", "planner", "solve", "higgs-tts", "--cluster",
-                          str(path), "--replicas", "max"], capture_output=True, text=True)
+    out = run_planner("solve", "higgs-tts", "--cluster", str(path), "--replicas", "max",
+                      in_process=mode == "in-process")
     assert out.returncode == 1, out.stdout + out.stderr
     text = " ".join(out.stdout.split())
     assert "No replica of higgs-tts fits on" in text

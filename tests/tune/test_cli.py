@@ -2,17 +2,24 @@
 of another model is a one-paragraph error; JSON carries what scripts need."""
 
 import json
-import subprocess
 import sys
 
 import pytest
 
 from planner import Profile, StageProfile
+from tests.cli import BOTH, run_planner
+
+IN_PROCESS = True
+
+
+@pytest.fixture(autouse=True, params=BOTH)
+def cli_mode(request, monkeypatch):
+    """`planner tune` in this process (fast lane) and as a subprocess (slow lane)."""
+    monkeypatch.setattr(sys.modules[__name__], "IN_PROCESS", request.param == "in-process")
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "planner", "tune", *args],
-                          capture_output=True, text=True, timeout=120)
+    return run_planner("tune", *args, in_process=IN_PROCESS, timeout=120)
 
 
 @pytest.fixture
