@@ -6,11 +6,30 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "benchmarks" / "tune_runs" / "2026-11-30"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import tune_replay  # noqa: E402
 from tune_replay import replay  # noqa: E402
+
+from tests.cli import BOTH  # noqa: E402
+
+
+def run_replay(mode, capsys, monkeypatch, *paths):
+    """`benchmarks/tune_replay.py PATH...`: its `main` in this process (fast lane) or the script
+    as a subprocess (slow lane), as a CompletedProcess."""
+    args = [str(p) for p in paths]
+    if mode == "subprocess":
+        return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tune_replay.py"), *args],
+                              capture_output=True, text=True, timeout=120, check=False)
+    monkeypatch.setattr(sys, "argv", ["tune_replay.py", *args])
+    capsys.readouterr()
+    tune_replay.main()
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, 0, out.out, out.err)
 
 
 def test_lock_bound_is_re_predicted_and_its_pick_is_the_best_measured(tmp_path):
@@ -35,9 +54,9 @@ def test_a_placement_not_measured_is_left_out(tmp_path):
     assert [p.load for p in picks] == [1]
 
 
-def test_the_command_summarises_every_answer_given():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tune_replay.py"),
-                          str(RUNS / "5-one-core")], capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("mode", BOTH)
+def test_the_command_summarises_every_answer_given(mode, capsys, monkeypatch):
+    out = run_replay(mode, capsys, monkeypatch, RUNS / "5-one-core")
     assert out.returncode == 0, out.stderr
     assert "5-one-core/qwen3-tts" in out.stdout
     assert "over 4 measurements" in out.stdout and "picks within 5%" in out.stdout
@@ -53,12 +72,12 @@ def test_a_pipeline_of_ones_own_is_read_from_the_config_saved_beside_its_answer(
     assert all(p.placement == "declared" and p.of_best == 1.0 for p in picks)
 
 
-def test_bare_profiles_beside_the_answers_are_passed_over(tmp_path):
+@pytest.mark.parametrize("mode", BOTH)
+def test_bare_profiles_beside_the_answers_are_passed_over(tmp_path, mode, capsys, monkeypatch):
     # tune_runs/.../14-card-profiles holds profiles for tune_latency.py, not answers
     answer = RUNS / "5-one-core" / "qwen3-tts.json"
     (tmp_path / "qwen3-tts.json").write_text(answer.read_text())
     (tmp_path / "profile.json").write_text(json.dumps(json.loads(answer.read_text())["profile"]))
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tune_replay.py"),
-                          str(tmp_path)], capture_output=True, text=True, timeout=120)
+    out = run_replay(mode, capsys, monkeypatch, tmp_path)
     assert out.returncode == 0, out.stderr
     assert "over 4 measurements" in out.stdout

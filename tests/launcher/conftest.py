@@ -53,7 +53,11 @@ def _infrastructure() -> set[int]:
 
 def leftovers() -> tuple[set[int], list[str]]:
     procs = descendants(os.getpid()) - _infrastructure()
-    return procs, ipc.segments(SHM_PREFIX)
+    # Only this run's segments: another test run on the same machine (a CI job, a colleague) has
+    # live segments of its own. A segment whose owner is gone is counted: it may be ours, leaked.
+    ours = procs | {os.getpid()}
+    return procs, [n for n in ipc.segments(SHM_PREFIX)
+                   if (pid := ipc.owner_pid(n)) is None or pid in ours or not pid_alive(pid)]
 
 
 @pytest.fixture(scope="session", autouse=True)

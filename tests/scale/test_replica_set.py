@@ -4,8 +4,6 @@ starts."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +13,10 @@ import planner
 from launcher.replica_set import launch_replicas
 from planner import Cluster, Node
 from planner.api import solve_replicas
+from tests.cli import BOTH, run_planner
 from tests.launcher.conftest import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
-PLANNER = [sys.executable, "-m", "planner"]
 TINY = {"size": "tiny"}
 TEXT = "replicas share the load"
 
@@ -49,17 +47,19 @@ def test_requests_go_to_the_least_busy_replica_and_every_replica_is_reported():
     assert not [p for p in pids if pid_alive(p)]
 
 
-def test_too_many_replicas_for_this_machine_is_explained_and_nothing_starts():
-    run = subprocess.run([*PLANNER, "serve", "qwen3-tts", "--replicas", "100000", "--port", "0"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+@pytest.mark.parametrize("mode", BOTH)
+def test_too_many_replicas_for_this_machine_is_explained_and_nothing_starts(mode):
+    run = run_planner("serve", "qwen3-tts", "--replicas", "100000", "--port", "0", cwd=str(ROOT),
+                      in_process=mode == "in-process", timeout=60)
     assert run.returncode == 1, run.stderr
     assert "error[insufficient-capacity]" in run.stderr
     assert "CPU" in run.stderr  # this machine has no GPUs here: only CPUs count
     assert "ready:" not in run.stdout
 
 
-def test_a_ray_address_without_the_ray_backend_is_a_usage_error():
-    run = subprocess.run([*PLANNER, "serve", "qwen3-tts", "--ray-address", "auto"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+@pytest.mark.parametrize("mode", BOTH)
+def test_a_ray_address_without_the_ray_backend_is_a_usage_error(mode):
+    run = run_planner("serve", "qwen3-tts", "--ray-address", "auto", cwd=str(ROOT),
+                      in_process=mode == "in-process", timeout=60)
     assert run.returncode == 2
     assert "--backend ray" in run.stderr and "Traceback" not in run.stderr
