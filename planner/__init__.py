@@ -9,6 +9,8 @@ This module is the public API: the CLI, the launcher, the bench and `planner tun
 `__all__` lists. Everything else under `planner.` is internal and may change.
 """
 
+from importlib import metadata as _metadata
+
 from planner.api import declared_plan, load, solve, solve_pipeline, solve_replicas
 from planner.cards import Card, all_cards, find_card
 from planner.cluster import Cluster, Node, load_cluster
@@ -45,6 +47,11 @@ from planner.tune.profile import HandoffCost, Profile, StageProfile
 
 load_pipeline = load  # the name the API had before `load`; kept for scripts that use it
 
+try:
+    __version__ = _metadata.version("stage-planner")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0.1.0"
+
 __all__ = [
     "MAX_ENUMERATED_UNITS", "Assign", "Card", "ConfigError", "ConfigIssue", "Diagnostic",
     "FeasiblePlacement", "Fix", "GpuUsage", "Handoff", "Isolate", "Pipeline", "Plan",
@@ -53,5 +60,5 @@ __all__ = [
     "feasible_placements", "find_card", "flag", "flags", "from_options", "load", "load_pipeline",
     "parse_flags", "request_dict", "request_from_dict", "solve", "solve_pipeline", "tp_rank_names",
     "Cluster", "Node", "load_cluster", "Packing", "pack", "solve_replicas",
-    "HandoffCost", "Profile", "StageProfile",
+    "HandoffCost", "Profile", "StageProfile", "__version__",
 ]

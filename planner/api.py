@@ -61,6 +61,21 @@ def load(model_path: str | None = None, config: str | Path | dict[str, Any] | No
     return load_pipeline(model_path=model_path, config=config, variant=variant)
 
 
+def as_pipeline(model: Pipeline | str, variant: str | None = None) -> Pipeline:
+    """A Pipeline as it is, or a model (card name, model path or architecture) loaded with
+    `load`: what every public function that works on a pipeline accepts, as `solve` does."""
+    if isinstance(model, Pipeline):
+        if variant is not None and variant != model.variant:
+            raise ValueError(f"variant={variant!r} applies to a model name; this Pipeline is "
+                             f"already variant {model.variant!r} (pass planner.load(name, "
+                             f"variant={variant!r}))")
+        return model
+    if isinstance(model, str):
+        return load(model, variant=variant)
+    raise TypeError(f"expected a model name such as 'qwen3-tts' or a Pipeline from "
+                    f"planner.load(), not {type(model).__name__}")
+
+
 def _strings(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{name} must be a list of strings, not a single {type(value).__name__}: "
@@ -121,9 +136,10 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                   plan=plan, warnings=warnings, diagnostics=diagnostics)
 
 
-def declared_plan(pipeline: Pipeline) -> Plan:
+def declared_plan(pipeline: Pipeline | str, variant: str | None = None) -> Plan:
     """The declared topology as a Plan, as it is, without checking it (what `planner show`
-    draws; `solve` with no request checks it)."""
+    draws; `solve` with no request checks it). `pipeline`: a Pipeline or a model name."""
+    pipeline = as_pipeline(pipeline, variant)
     baseline = declared_baseline(pipeline)
     problem = Problem(pipeline=pipeline, baseline=baseline, requests=(), any_option=False)
     fractions = {s.name: (to_units(s.fraction) if s.fraction is not None else None)

@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Plan, check and run the process placement of multi-stage (TTS) serving "
                     "pipelines. Exit codes: 0 ok, 1 infeasible placement, 2 invalid request or "
                     "config.")
+    from planner import __version__
+
+    parser.add_argument("--version", action="version", version=f"planner (stage-planner) "
+                        f"{__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("models", help="list the built-in model cards",

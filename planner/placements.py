@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from planner.api import solve_pipeline
+from planner.api import as_pipeline, solve_pipeline
 from planner.pipeline import Pipeline
 from planner.plan import Assign, Isolate, Plan, Request
 from planner.topology import declared_baseline, tp_rank_names
@@ -109,11 +109,14 @@ def partition_requests(pipeline: Pipeline, blocks: Sequence[Sequence[str]]) -> t
     return tuple(out)
 
 
-def feasible_placements(pipeline: Pipeline, limit: int | None = None) -> list[FeasiblePlacement]:
+def feasible_placements(pipeline: Pipeline | str, limit: int | None = None, *,
+                        variant: str | None = None) -> list[FeasiblePlacement]:
     """Every partition of the movable stages into processes that the planner accepts (the declared
     one included), in enumeration order (all together first), at most `limit` of them.
+    `pipeline`: a Pipeline (`planner.load`) or a model name, as `planner.solve` takes.
 
     Raises TooManyPlacements beyond MAX_ENUMERATED_UNITS movable units."""
+    pipeline = as_pipeline(pipeline, variant)
     units = movable_units(pipeline)
     if len(units) > MAX_ENUMERATED_UNITS:
         raise TooManyPlacements(

@@ -188,3 +188,11 @@ def test_stage_process_with_an_invalid_process_name_names_the_flag():
     assert d[0]["hint"] == "write it as `--stage-process vocoder=a_b_c`"
     # PROCESS may hold further '=' (the flag splits at the first one).
     assert run("solve", "qwen3-tts", "--stage-process", "vocoder=a=b").returncode == 0
+
+
+def test_version_prints_the_version():
+    import planner
+
+    out = run("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"planner (stage-planner) {planner.__version__}"

@@ -89,3 +89,15 @@ def test_too_many_units_is_an_error_that_says_so():
         for i in range(10)], "process_safe_edges": [[f"s{i}", f"s{i + 1}"] for i in range(9)]}
     with pytest.raises(planner.TooManyPlacements, match="10 movable stages"):
         planner.feasible_placements(planner.load(config=cfg))
+
+
+def test_the_public_functions_on_a_pipeline_take_a_model_name_as_solve_does():
+    by_name = planner.feasible_placements("qwen3-tts")
+    assert [f.plan for f in by_name] == [f.plan for f in planner.feasible_placements(
+        planner.load("qwen3-tts"))]
+    assert planner.declared_plan("ming-omni-tts", variant="tp2") == planner.declared_plan(
+        planner.load("ming-omni-tts", variant="tp2"))
+    with pytest.raises(TypeError, match="a model name such as 'qwen3-tts' or a Pipeline"):
+        planner.feasible_placements(3)
+    with pytest.raises(planner.ConfigError):
+        planner.feasible_placements("no-such-model")
