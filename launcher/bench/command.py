@@ -181,7 +181,7 @@ def run_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
         placements, notes = choose(pipeline, args.placement,
                                    (args.max or 0) if args.all_feasible else None)
     except PlacementError as exc:
-        raise BenchError(str(exc)) from None
+        raise BenchError(str(exc), exc.exit_code) from None
     if len(placements) < 2:
         notes.append(f"{pipeline.name} has no feasible placement other than its declared one; "
                      "measuring that alone")

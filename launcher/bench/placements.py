@@ -18,7 +18,12 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:@-]*$")
 
 
 class PlacementError(ValueError):
-    """A placement the user asked for cannot be benchmarked; the message is one paragraph."""
+    """A placement the user asked for cannot be benchmarked; the message is one paragraph. Its
+    exit code is `planner solve`'s for the same placement: 1 infeasible, 2 invalid."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ def baseline(pipeline: Pipeline) -> Placement:
     result = solve_requests(pipeline, ())
     if not result.ok:
         raise PlacementError(f"the declared topology of {pipeline.name} does not solve: "
-                             f"{_first_problem(result)}.")
+                             f"{_first_problem(result)}.", result.exit_code)
     return from_plan(BASELINE, (), result.plan)
 
 
@@ -125,7 +130,7 @@ def user_placement(pipeline: Pipeline, text: str) -> Placement:
     if not result.ok:
         shown = " ".join(planner.flags(requests)) or "(no flags)"
         raise PlacementError(f"--placement {name} ({shown}) cannot run on {pipeline.name}: "
-                             f"{_first_problem(result)}.")
+                             f"{_first_problem(result)}.", result.exit_code)
     return from_plan(name, requests, result.plan)
 
 

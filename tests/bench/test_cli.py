@@ -1,4 +1,5 @@
-"""`planner bench` input errors: one paragraph on stderr and exit 2, before anything starts."""
+"""`planner bench` input errors: one paragraph on stderr and exit 2 (1 for an infeasible placement,
+as `planner solve`), before anything starts."""
 
 from __future__ import annotations
 
@@ -18,8 +19,6 @@ from planner.cli import main
     (["-m", "qwen3-tts", "--max", "3"], "--max only limits --all-feasible"),
     (["-m", "qwen3-tts", "--placement", "nosign"], "is not NAME='FLAGS'"),
     (["-m", "qwen3-tts", "--placement", "x=--gpu 1"], "is not a placement flag"),
-    (["-m", "qwen3-tts", "--placement", "x=--isolate-stage preprocessing"],
-     "cannot run on qwen3-tts: the request splits preprocessing -> tts_engine"),
     (["-m", "qwen3-tts", "--placement", "x=--isolate-stage nope"], "neither a stage nor a role"),
     (["-m", "no-such-model"], "no-such-model"),
     (["-m", "qwen3-tts", "--rate", "0"], "--rate must be a positive number"),
@@ -38,6 +37,17 @@ def test_bad_input_is_one_paragraph_and_exit_2(argv, says, capsys, tmp_path):
     assert main(["bench", *argv, "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and says in " ".join(err.split())
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_infeasible_placement_exits_1_as_solve_does(capsys, tmp_path):
+    argv = ["-m", "qwen3-tts", "--placement", "x=--isolate-stage preprocessing"]
+    assert main(["solve", "qwen3-tts", "--isolate-stage", "preprocessing"]) == 1
+    capsys.readouterr()
+    assert main(["bench", *argv, "--output", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "cannot run on qwen3-tts: the request splits " \
+        "preprocessing -> tts_engine" in " ".join(err.split())
     assert not (tmp_path / "out").exists()
 
 
