@@ -141,9 +141,17 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
                 source, "model", f"selects card {card.name!r} but --model-path selects "
                 f"{find_card(model_path).name!r}", "drop one of the two"))
         base, chosen = card_pipeline_raw(card, v, *v_blame)
-        merged = overlay(base, user, source)
-        pipeline = build_pipeline(merged, name=card.name, variant=chosen,
-                                  source=f"{source} (over card {card.name})")
+        # An entry the overlay cannot apply (an unknown stage) must not hide what is wrong with
+        # the rest: the merged config is checked too and every problem reported at once.
+        skipped: list[ConfigIssue] = []
+        merged = overlay(base, user, source, skipped)
+        try:
+            pipeline = build_pipeline(merged, name=card.name, variant=chosen,
+                                      source=f"{source} (over card {card.name})")
+        except ConfigError as err:
+            raise ConfigError(skipped + err.issues) from None
+        if skipped:
+            raise ConfigError(skipped)
         return replace(pipeline, over_card=True, process_lines=overlay_lines(
             pipeline, card.raw["stages"], [*_variant_layer(card, chosen), (source, user)]))
 

@@ -189,9 +189,12 @@ def check_keys(data: dict[str, Any], allowed: dict[str, str] | tuple[str, ...], 
                                       f"allowed keys here: {names}"))
 
 
-def overlay(base: dict[str, Any], layer: dict[str, Any], source: str) -> dict[str, Any]:
-    """Apply an overlay: stage entries change only the fields they give; other keys replace."""
-    issues: list[ConfigIssue] = []
+def overlay(base: dict[str, Any], layer: dict[str, Any], source: str,
+            found: list[ConfigIssue] | None = None) -> dict[str, Any]:
+    """Apply an overlay: stage entries change only the fields they give; other keys replace.
+    With `found`, its problems are added there instead of raised, so that the caller reports
+    them together with the merged config's own (every problem at once)."""
+    issues: list[ConfigIssue] = [] if found is None else found
     out = copy.deepcopy(base)
     base_stages = {s.get("name"): s for s in out.get("stages", []) if isinstance(s, dict)}
     for key, value in layer.items():
@@ -237,7 +240,7 @@ def overlay(base: dict[str, Any], layer: dict[str, Any], source: str) -> dict[st
             out[key].update(value)
         else:
             out[key] = copy.deepcopy(value)
-    if issues:
+    if issues and found is None:
         raise ConfigError(issues)
     return out
 

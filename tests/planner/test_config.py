@@ -130,6 +130,19 @@ def test_every_issue_is_reported_at_once():
     assert len(err.value.issues) == 2
 
 
+def test_an_overlay_entry_for_an_unknown_stage_does_not_hide_the_other_entries():
+    cfg = {"model": "qwen3-tts", "stages": [
+        {"name": "vocoder", "gpu": -1},
+        {"name": "tts_engine", "runtime": {"resources": {"total_gpu_memory_fraction": 7}}},
+        {"name": "nope", "process": "x"}]}
+    with pytest.raises(ConfigError) as err:
+        load_pipeline(config=cfg)
+    keys = [i.key for i in err.value.issues]
+    assert keys == ["stages[2].name",
+                    "stages[name=tts_engine].runtime.resources.total_gpu_memory_fraction",
+                    "stages[name=vocoder].gpu"]
+
+
 def test_malformed_yaml_names_the_line(tmp_path):
     cfg = write(tmp_path, "model: qwen3-tts\nstages:\n  - name: vocoder\n    process: [unclosed\n")
     with pytest.raises(ConfigError, match=r"cfg.yaml: malformed YAML at line \d+"):
