@@ -127,6 +127,7 @@ class Deployment:
                         "gpu": p.spec.gpu,
                         "memory_fraction": p.spec.memory_fraction,
                         "restarts": p.restarts,
+                        "death": p.death,  # how it last died, as the supervisor saw it
                         **self._backend.where(p.name),
                     }
                     for p in procs

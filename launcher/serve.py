@@ -22,6 +22,7 @@ from typing import Any, TextIO
 import torch
 import uvicorn
 
+from .console import WorkerWatch
 from .deployment import launch
 from .errors import LaunchError
 from .http import create_app
@@ -150,7 +151,12 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
             print(f"ready: {plan.model} on http://{host}:{bound} "
                   f"({what}: {procs}; device {deployment.device}); "
                   "POST /v1/audio/speech; Ctrl-C to stop", file=out, flush=True)
+        watch, polls = WorkerWatch(), 0
         while not server.should_exit:
+            if polls % 5 == 0:  # every 0.25 s: a restart takes seconds, a death is seen at once
+                for line in watch.lines(deployment.health()):
+                    print(line, file=err, flush=True)
+            polls += 1
             if deployment.failed.is_set():
                 print(f"error: {deployment.health()['error']}", file=err, flush=True)
                 server.should_exit = True

@@ -194,6 +194,33 @@ def test_serve_drains_on_sigterm_and_leaves_nothing_running():
             proc.wait()
 
 
+def test_a_worker_death_and_its_restart_are_printed_on_the_server_console():
+    proc, url = _start_server("vocoder")
+    try:
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+        reader.start()
+        vocoder = next(p["pid"] for p in httpx.get(f"{url}/health").json()["processes"]
+                       if p["name"] == "vocoder")
+        os.kill(vocoder, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while not any("worker restarted: vocoder" in line for line in lines):
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.05)
+        died = next(line for line in lines if line.startswith("worker died:"))
+        assert f"'vocoder' (pid {vocoder}" in died
+        assert "was killed by SIGKILL; restarting it (restart 1)" in died
+        assert httpx.post(f"{url}/v1/audio/speech", json={"input": TEXT},
+                          timeout=60).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def test_serve_reports_a_build_failure_and_exits_non_zero():
     proc = subprocess.run(
         [sys.executable, "-m", "tests.launcher.serve_main", "vocoder", "broken"], cwd=ROOT,
