@@ -60,7 +60,11 @@ def test_two_cores_keep_one_process_and_more_cores_split_it():
     pl = chain("a", "b", "c")
     prof = profile({n: (3.0, 3.0, 0.0) for n in "abc"}, native_call_ms=3.0)
     load = Workload(concurrency=8)
-    assert best_name(pl, prof, load, cores=2) == "declared"
+    two = choose(pl, prof, (load,), cores=2)
+    # the declared topology is predicted within a tie of the pick: said as a tie, with --verify,
+    # not settled by a rule (one that gave ties to fewer processes cost 20% on issue 26's pipeline)
+    assert two.best.name == "declared" or "declared" in why(two)
+    assert "equal by the model" in why(two) and "--verify" in why(two)
     many = best_name(pl, prof, load, cores=8)
     assert many != "declared"
     best = choose(pl, prof, (load,), cores=8).best
@@ -204,12 +208,15 @@ def test_torch_like_stages_in_a_tie_get_a_process_each_while_cores_last():
                    handoff=HandoffCost(0.05, 15.0, 0.014))
     choice = choose(pl, prof, (Workload(concurrency=1), Workload(concurrency=8)))
     assert choice.best.name == "--isolate-stage vocoder"
-    assert "not by the model's numbers" in why(choice) and "interpreter lock" in why(choice)
+    assert "equal by the model" in why(choice) and "interpreter lock" in why(choice)
     # On one core a second process has no core of its own: the tie keeps one process.
     assert choose(pl, prof, (Workload(concurrency=8),), cores=1).best.name == "declared"
     # Long native calls re-take the lock rarely: company costs them nothing, one process stays.
+    # Nothing the model knows of tells them apart then: the higher prediction, said as a tie.
     rare = replace(prof, stages=tuple(replace(s, native_call_ms=5.0) for s in prof.stages))
-    assert choose(pl, rare, (Workload(concurrency=8),)).best.name == "declared"
+    tie = choose(pl, rare, (Workload(concurrency=8),))
+    assert "equal by the model" in why(tie) and "--verify" in why(tie)
+    assert tie.ranked[0].predicted[0].throughput_rps >= tie.ranked[1].predicted[0].throughput_rps
 
 
 def test_one_request_at_a_time_crowds_only_stages_that_stream_to_each_other():
