@@ -291,3 +291,26 @@ def test_shortcuts_predict_what_stepping_every_event_does(load):
         assert fast.latency_p99_ms == pytest.approx(slow.latency_p99_ms, rel=1e-9)
         assert fast.ttfa_p90_ms == pytest.approx(slow.ttfa_p90_ms, rel=1e-9)
         assert dict(fast.utilization) == pytest.approx(dict(slow.utilization), abs=1e-4)
+
+
+def test_a_thread_keeps_its_core_from_its_python_to_its_native_work():
+    # One core, a time slice of 0.75 ms; thread a runs 1 ms of Python then 1 ms of native work in
+    # one call, thread b of another process 10 ms of Python beside it. The OS takes the core from
+    # a only at the end of a slice: 0.75 a, 0.75 b, then a's last 0.25 of Python and, on the same
+    # core, 0.5 of native work (its slice's rest), 0.75 b, a's last 0.5: a is done at 3.5 ms. (Had
+    # a given up its core between the two, it would queue behind b: done at 4.25 ms.)
+    from planner.tune.model import _Native, _Python, _Resource, _Sim
+
+    sim = _Sim(_Resource("cores", 1), os_slice_ms(1), switch_ms=5.0)
+    done = {}
+
+    def thread(name, lock, python, native):
+        yield ("cpu", _Python(lock, python, _Native(lock, native, 1e9) if native else None))
+        done[name] = sim.now
+
+    sim.step(thread("a", _Resource("lock a", 1), 1.0, 1.0))
+    sim.step(thread("b", _Resource("lock b", 1), 10.0, 0.0))
+    sim.run()
+    assert os_slice_ms(1) == 0.75
+    assert done["a"] == pytest.approx(3.5)
+    assert done["b"] == pytest.approx(12.0)
