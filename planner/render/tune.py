@@ -150,7 +150,7 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
     from rich.table import Table
     from rich.text import Text
 
-    from planner.tune.choose import TIE, tie_note
+    from planner.tune.choose import TIE, score, tie_note
 
     measured = measured or {}
     if choice.ranked:
@@ -162,6 +162,10 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
         t.add_column("placement", no_wrap=True)
         t.add_column("procs", justify="right")
         t.add_column("MiB", justify="right")
+        several = len(choice.workloads) > 1
+        if several:  # what the rows are ordered by: one row can be lower at one load only
+            unit = {"throughput": "req/s", "latency": "p50", "ttfa": "TTFA"}[choice.objective]
+            t.add_column(f"geomean\n{unit}", justify="right")
         for w in choice.workloads:
             t.add_column(f"{w.label}\nreq/s", justify="right")
             t.add_column("p50", justify="right")
@@ -175,6 +179,9 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
         for i, c in enumerate(choice.ranked):
             row = [str(i + 1), Text(placement_cell(c), style="bold" if i == 0 else ""),
                    str(c.processes), f"{c.memory_mib:.0f}"]
+            if several:
+                v = score(c, choice.objective)
+                row.append(f"{v:.2f}" if choice.objective == "throughput" else f"{-v:.0f} ms")
             for k, p in enumerate(c.predicted):
                 row += [f"{p.throughput_rps:.2f}", _ms(p.latency_p50_ms), _ms(p.latency_p99_ms),
                         _ms(p.ttfa_p90_ms)]

@@ -54,6 +54,9 @@ def test_a_lower_prediction_is_ranked_above_a_higher_one_only_with_its_reason_be
     # and the note is in the table's row
     out = rendered(choice, prof)
     assert f"tie (within {TIE:.0%})" in out
+    # with several loads the rows are ordered by their geometric mean, which the table shows
+    two = choose(pl, prof, (Workload(concurrency=1), Workload(concurrency=4)))
+    assert "geomean" in rendered(two, prof) and "geometric mean over the loads" in rendered(two, prof)
 
 
 def test_a_tie_is_said_as_a_tie_with_how_it_was_picked_and_verify_to_settle_it():
