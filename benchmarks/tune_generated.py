@@ -103,13 +103,16 @@ def count_placements(cfg: dict) -> int:
 
 def describe(cfg: dict) -> str:
     parts = []
+    # a stage fed a stream does its work once per chunk it is handed (`launcher.synthetic`)
+    fed = {t: src["args"]["chunks"] for src in cfg["stages"] for t in src.get("stream_to", [])}
     for s in cfg["stages"]:
         a = s["args"]
         kind = ("mixed" if a.get("gil_ms", 0) > 0.5 and a.get("native_ms") else
                 "native" if a.get("native_ms") else "python")
         cpu = a.get("gil_ms", 0) + a.get("native_ms", 0)
         stream = f", streams {a['chunks']} chunks" if s.get("stream_to") else ""
-        parts.append(f"{s['name']} {kind} {cpu:.1f} ms{stream}")
+        per = f" x{fed[s['name']]} chunks" if s["name"] in fed else ""
+        parts.append(f"{s['name']} {kind} {cpu:.1f} ms{per}{stream}")
     shape = "branch" if any(len(s.get("next", [])) > 1 for s in cfg["stages"]) else "chain"
     return f"{shape}: " + "; ".join(parts)
 
@@ -308,13 +311,15 @@ def replay(directory: Path) -> dict:
     for out in sorted(p for p in directory.iterdir() if (p / "answer.json").exists()):
         old = json.loads((out / "answer.json").read_text())
         with tempfile.TemporaryDirectory() as tmp:
+            profile = Path(tmp) / "profile.json"  # the answer carries the profile it was made of
+            profile.write_text(json.dumps(old["profile"]), encoding="utf-8")
             loads = [a for c in LOADS for a in ("--concurrency", str(c))]
             done = _planner("tune", "--config", str(out / "pipeline.yaml"), "--profile",
-                            str(out / "profile.json"), *loads, "--format", "json", "--output", tmp)
+                            str(profile), *loads, "--format", "json", "--output", tmp)
             new = json.loads(done.stdout)
             for k, load in enumerate(LOADS):
                 measured = measured_at(old, k)
-                pick = label(pick_at(out / "pipeline.yaml", out / "profile.json", load,
+                pick = label(pick_at(out / "pipeline.yaml", profile, load,
                                      Path(tmp) / f"C{load}")["flags"])
                 best = max(measured, key=lambda n: (measured[n], n))
                 judged.append(Judged(0, load, pick, best, measured.get(pick, 0.0), measured[best],
