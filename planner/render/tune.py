@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.plan import Assign, Isolate, Plan, Request
-from planner.render.flags import flags
+from planner.render.flags import command_line, flags
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -106,6 +106,8 @@ def candidate_dict(c: Candidate, measured: list[dict[str, Any]] | None) -> dict[
 def choice_dict(choice: Choice, profile: Profile, why: str,
                 measured: dict[int, list[dict[str, Any]]] | None = None,
                 verdict: Verdict | None = None) -> dict[str, Any]:
+    from planner.tune.choose import tie_note
+
     measured = measured or {}
     ranked = list(choice.ranked)
     best = _recommended(choice, verdict)
@@ -115,7 +117,8 @@ def choice_dict(choice: Choice, profile: Profile, why: str,
         "objective": choice.objective,
         "workload": [_workload_dict(w) for w in choice.workloads],
         "profile": profile.to_dict(),
-        "candidates": [candidate_dict(c, measured.get(i)) for i, c in enumerate(ranked)],
+        "candidates": [{**candidate_dict(c, measured.get(i)), "tie": tie_note(choice, i) or None}
+                       for i, c in enumerate(ranked)],
         "excluded": [{"flags": list(flags(c.requests)), "why": reason}
                      for c, reason in choice.excluded],
         "best": 0 if best is not None else None,
@@ -136,44 +139,65 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}"
 
 
+def placement_cell(c: Candidate) -> str:
+    """One flag per line, so a narrow terminal never breaks a flag from its value."""
+    return "\n".join(command_line((r,)) for r in c.requests) or "declared"
+
+
 def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
                   measured: dict[int, list[dict[str, Any]]] | None = None,
                   verdict: Verdict | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from planner.tune.choose import TIE, score, tie_note
+
     measured = measured or {}
-    t = Table(title=f"{profile.model}: placements ranked by {choice.objective} (predicted"
-                    + (", measured" if measured else "") + ")", title_justify="left")
-    t.add_column("#", justify="right")
-    t.add_column("placement", overflow="fold")
-    t.add_column("procs", justify="right")
-    t.add_column("MiB", justify="right")
-    for w in choice.workloads:
-        t.add_column(f"{w.label}\nreq/s", justify="right")
-        t.add_column("p50", justify="right")
-        t.add_column("p99", justify="right")
-        t.add_column("TTFA\np90", justify="right")
-        if measured:
-            t.add_column("meas.\nreq/s", justify="right")
-            t.add_column("err", justify="right")
-    for i, c in enumerate(choice.ranked):
-        row = [str(i + 1), Text(c.name, style="bold" if i == 0 else ""), str(c.processes),
-               f"{c.memory_mib:.0f}"]
-        for k, p in enumerate(c.predicted):
-            row += [f"{p.throughput_rps:.2f}", _ms(p.latency_p50_ms), _ms(p.latency_p99_ms),
-                    _ms(p.ttfa_p90_ms)]
+    if choice.ranked:
+        over = " (geometric mean over the loads)" if len(choice.workloads) > 1 else ""
+        t = Table(title=f"{profile.model}: placements ranked by predicted {choice.objective}"
+                        f"{over}" + (", measured beside" if measured else ""),
+                  title_justify="left")
+        t.add_column("#", justify="right")
+        t.add_column("placement", no_wrap=True)
+        t.add_column("procs", justify="right")
+        t.add_column("MiB", justify="right")
+        several = len(choice.workloads) > 1
+        if several:  # what the rows are ordered by: one row can be lower at one load only
+            unit = {"throughput": "req/s", "latency": "p50", "ttfa": "TTFA"}[choice.objective]
+            t.add_column(f"geomean\n{unit}", justify="right")
+        for w in choice.workloads:
+            t.add_column(f"{w.label}\nreq/s", justify="right")
+            t.add_column("p50", justify="right")
+            t.add_column("p99", justify="right")
+            t.add_column("TTFA\np90", justify="right")
             if measured:
-                m = measured.get(i)
-                if m is None:
-                    row += ["", ""]
-                else:
-                    got = m[k]["throughput_rps"]
-                    row += [f"{got:.2f}", f"{(p.throughput_rps - got) / got:+.0%}" if got else "-"]
-        t.add_row(*row)
-    console.print(t)
+                t.add_column("meas.\nreq/s", justify="right")
+                # predicted against measured throughput, not failed requests (bench's `err`)
+                t.add_column("pred.\nerror", justify="right")
+        t.add_column(f"tie (within {TIE:.0%})")
+        for i, c in enumerate(choice.ranked):
+            row = [str(i + 1), Text(placement_cell(c), style="bold" if i == 0 else ""),
+                   str(c.processes), f"{c.memory_mib:.0f}"]
+            if several:
+                v = score(c, choice.objective)
+                row.append(f"{v:.2f}" if choice.objective == "throughput" else f"{-v:.0f} ms")
+            for k, p in enumerate(c.predicted):
+                row += [f"{p.throughput_rps:.2f}", _ms(p.latency_p50_ms), _ms(p.latency_p99_ms),
+                        _ms(p.ttfa_p90_ms)]
+                if measured:
+                    m = measured.get(i)
+                    if m is None:
+                        row += ["", ""]
+                    else:
+                        got = m[k]["throughput_rps"]
+                        row += [f"{got:.2f}" if got else "-",
+                                f"{(p.throughput_rps - got) / got:+.0%}" if got else "-"]
+            row.append(tie_note(choice, i))
+            t.add_row(*row)
+        console.print(t)
     for c, reason in choice.excluded:
-        console.print(f"excluded: {c.name} ({reason})")
+        console.print(Text(f"excluded: {c.name} ({reason})"))
     console.print(Text("why: ", style="bold") + Text(why))
     if verdict is not None:
         console.print(Text(verdict_line(choice, verdict)))
@@ -186,3 +210,4 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
                       highlight=False)
     elif best is not None:
         console.print(Text("keep the declared topology: no flag needed", style="bold"))
+

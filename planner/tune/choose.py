@@ -48,6 +48,7 @@ class Choice:
     excluded: tuple[tuple[Candidate, str], ...]  # (candidate, why it was left out)
     declared: Candidate
     cores: int = 1  # of the machine predicted for
+    slo_p99_ms: float | None = None
 
     @property
     def best(self) -> Candidate | None:
@@ -105,15 +106,17 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
         elif max_memory_mib is not None and c.memory_mib > max_memory_mib:
             excluded.append((c, f"{c.memory_mib:.0f} MiB > {max_memory_mib:.0f} MiB"))
         elif slo_p99_ms is not None and any(p.latency_p99_ms > slo_p99_ms for p in c.predicted):
-            worst = max(p.latency_p99_ms for p in c.predicted)
-            excluded.append((c, f"p99 {worst:.0f} ms > --slo-p99-ms {slo_p99_ms:g}"))
+            worst, k = max((p.latency_p99_ms, k) for k, p in enumerate(c.predicted))
+            excluded.append((c, f"p99 {worst:.0f} ms at {workloads[k].label} > --slo-p99-ms "
+                                f"{slo_p99_ms:g}"))
         else:
             kept.append(c)
     machine_cores = cores or profile.cores
     order = rank([score(c, objective) for c in kept], [c.processes for c in kept],
-                 [not c.requests for c in kept], [c.crowding_ms for c in kept], machine_cores)
+                 [not c.requests for c in kept], [c.crowding_ms for c in kept], machine_cores,
+                 [c.name for c in kept])
     return Choice(workloads, objective, tuple(kept[i] for i in order), tuple(excluded), declared,
-                  machine_cores)
+                  machine_cores, slo_p99_ms)
 
 
 # Predictions closer than this are ties: the model does not resolve them. On this project's
@@ -170,108 +173,166 @@ def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile,
 
 
 def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[bool],
-         crowding: Sequence[float], cores: int) -> list[int]:
-    """Indices best first. Repeatedly: among the candidates left whose score is within `TIE` of
-    the best one left (higher is better), the one that `tie_order` puts first.
+         crowding: Sequence[float], cores: int, names: Sequence[str] | None = None) -> list[int]:
+    """Indices best first: by predicted score (higher is better), except where two are within
+    `TIE` of each other and the model knows of something it does not charge that tells them apart
+    (`tie_order`); `tie_note` says so next to the numbers. The same scores give the same order
+    (exact equals: fewer processes, then by name), whatever order they come in.
 
-    What the model misses decides a tie, and it misses two things that pull opposite ways, both
-    measured on this project's machines:
+    Repeatedly: among the candidates left whose score is within `TIE` of the best one left, the one
+    that `tie_order` puts first. What the model knows it misses, both measured on this project's
+    machines:
     - Threads of one process that are busy at once wait for each other's interpreter lock far
       longer than the lock time the profile measured: a stage of short native calls (torch ops)
       re-takes the lock thousands of times per request, and each re-take it waits for wakes a
       thread on another core (`crowding_ms`). Qwen3-TTS's stand-ins with the vocoder beside the
-      engine measured up to 18% below the isolated vocoder over nine runs on 2 cores (above it by
-      more than 0.4% once, in a disturbed run), predicted equal; of nine placements of four-mixed
-      predicted alike at C=8, the five that gave its busiest stage company measured 8-19% below
-      the best, the four that did not 0-6%. So the placement that leaves the busiest stage the
-      least company of the same kind (native calls; see `crowding_ms`) wins.
+      engine measured up to 18% below the isolated vocoder over nine runs on 2 cores, predicted
+      equal; of nine placements of four-mixed predicted alike at C=8, the five that gave its
+      busiest stage company measured 8-19% below the best, the four that did not 0-6%.
     - Switching the cores between processes costs what switching between threads of one process
-      does not, and the model charges neither. With two processes or more per core the cores do
-      little else: on 1 core Qwen3-TTS's isolated vocoder measured 7-8% below one process, though
-      predicted equal. So placements with at least twice as many processes as cores come last.
-      (Three processes on two cores do not: on native-device and four-mixed they measured at or
-      within 3% of the best, where the model's own time-sharing of the cores predicts them.)
-    Then fewer processes (less memory, fewer crossings), the declared topology (nothing to change),
-    and the higher score."""
-    left, out = list(range(len(scores))), []
+      does not: on 1 core Qwen3-TTS's isolated vocoder measured 7-8% below one process, though
+      predicted equal. So placements with at least twice as many processes as cores come last in
+      a tie.
+    Nothing else settles a tie: an earlier rule gave it to fewer processes, and on a generated
+    pipeline (issue 26) that kept the busiest pure-Python stage beside another one where isolating
+    it measured 20% better. A tie that neither tells apart stays in predicted order and is said as
+    a tie, with `--verify` to settle it."""
+    names = names or [""] * len(scores)
+    exact = {i: (-scores[i], processes[i], not declared[i], names[i], i) for i in range(len(scores))}
+    left, out = sorted(range(len(scores)), key=exact.__getitem__), []
     while left:
-        top = max(scores[i] for i in left)
+        top = scores[left[0]]
         near = [i for i in left if scores[i] >= top - abs(top) * TIE]
-        pick = min(near, key=lambda i: tie_order(processes[i], declared[i], crowding[i], cores)
-                   + (-scores[i], i))
+        pick = min(near, key=lambda i: tie_order(processes[i], crowding[i], cores) + exact[i])
         out.append(pick)
         left.remove(pick)
     return out
 
 
-def tie_order(processes: int, declared: bool, crowding: float, cores: int) -> tuple:
+def tie_order(processes: int, crowding: float, cores: int) -> tuple:
     """The tie-break key, smaller first (see `rank`); `_tie_reason` words each position."""
-    return (processes >= 2 * cores, crowding, processes, not declared)
+    return (processes >= 2 * cores, crowding)
+
+
+def tied(choice: Choice, i: int = 0) -> tuple[int, ...]:
+    """Indices into `choice.ranked` of the others predicted within `TIE` of the i-th."""
+    s = [score(c, choice.objective) for c in choice.ranked]
+    return tuple(j for j in range(len(s)) if j != i and abs(s[j] - s[i]) <= abs(s[i]) * TIE)
+
+
+def tie_note(choice: Choice, i: int) -> str:
+    """What the table says beside the i-th row: a tie with the rows near it, and why it is placed
+    above a row predicted higher, if it is."""
+    s = [score(c, choice.objective) for c in choice.ranked]
+    above = [j for j in range(i + 1, len(s)) if s[j] > s[i]]
+    if above:
+        j = above[0]
+        return (f"tie; above #{j + 1}: "
+                f"{_short_reason(choice.ranked[i], choice.ranked[j], choice.cores)}")
+    near = tied(choice, i)
+    if not near:
+        return ""
+    return "tie with " + ", ".join(f"#{j + 1}" for j in near)
+
+
+def _short_reason(best: Candidate, rival: Candidate, cores: int) -> str:
+    keys = [tie_order(c.processes, c.crowding_ms, cores) for c in (best, rival)]
+    if keys[0][0] != keys[1][0]:
+        return f"{rival.processes} procs on {cores} cores"
+    if keys[0][1] != keys[1][1]:
+        return "less native work beside the busiest stage"
+    return "predicted equal"
 
 
 def why(choice: Choice) -> str:
-    """One line: which resource bounds the declared topology, and what the winner changes."""
+    """Which resource bounds the declared topology, what the winner changes, and, when others are
+    predicted within `TIE` of the winner, that the model calls it a tie and how it was settled."""
     best, base = choice.best, choice.declared
     if best is None:
-        return "no placement meets the constraints; relax --slo-p99-ms or --max-processes"
-    rival = _rival(choice)
+        return unmet(choice)
     i = len(choice.workloads) - 1  # the heaviest load given last decides the explanation
     w = choice.workloads[i]
     res, busy = base.predicted[i].bottleneck
     if best is base:
-        return (f"the declared topology wins at {w.label}: its busiest resource is {res} "
-                f"({busy:.0%}), and no split removes more than the handoffs it adds"
-                f"{_tie_note(best, rival, choice.cores)}")
+        return (f"the declared topology wins at {w.label}: the busiest resource of the declared "
+                f"topology is {res} ({busy:.0%}), and no split removes more than the handoffs "
+                f"the split adds{_tie_note(choice)}")
     gain = best.predicted[i].throughput_rps / max(base.predicted[i].throughput_rps, 1e-9)
-    if rival is base:
-        return (f"{best.name} wins at {w.label}, but not by the model's numbers: the declared "
-                f"topology is predicted within {TIE:.0%} of it (x{gain:.2f} req/s), closer than "
-                f"the model resolves, and {_tie_reason(best, base, choice.cores)}")
     bres, bbusy = best.predicted[i].bottleneck
     split = [f"{'+'.join(stages)}" for _, stages in best.groups]
-    return (f"{best.name} wins at {w.label}: the declared topology is bound by {res} "
+    return (f"`{best.name}` wins at {w.label}: the declared topology is bound by {res} "
             f"({busy:.0%} busy); running {' | '.join(split)} lets their work overlap "
-            f"(x{gain:.2f} req/s), and its busiest resource is {bres} ({bbusy:.0%})"
-            f"{_tie_note(best, rival, choice.cores)}")
+            f"(x{gain:.2f} req/s), and the busiest resource of `{best.name}` is {bres} "
+            f"({bbusy:.0%}){_tie_note(choice)}")
 
 
-def _rival(choice: Choice) -> Candidate | None:
-    """The placement the winner had to beat in a tie, if any: the declared topology when it was
-    within the tie (an operator's first question is why not keep it), else the best predicted."""
-    best = choice.best
-    if best is None:
-        return None
-    scores = {id(c): score(c, choice.objective) for c in choice.ranked}
-    mine = scores[id(best)]
-    near = [c for c in choice.ranked
-            if c is not best and abs(scores[id(c)] - mine) <= abs(mine) * TIE]
-    if choice.declared in near:
-        return choice.declared
-    return max(near, key=lambda c: scores[id(c)], default=None)
+def unmet(choice: Choice) -> str:
+    """Why nothing is ranked: the constraints that left every placement out; for an SLO, the load
+    whose p99 broke it and the best p99 any placement reached there."""
+    if not choice.excluded:
+        return "no placement is accepted"
+    slo = [(c, r) for c, r in choice.excluded if "--slo-p99-ms" in r]
+    if choice.slo_p99_ms is not None and len(slo) == len(choice.excluded):
+        # the placement whose worst p99 over the loads is lowest, and the load of that worst
+        def worst(c: Candidate) -> tuple[float, int]:
+            return max((p.latency_p99_ms, k) for k, p in enumerate(c.predicted))
+        c = min((c for c, _ in slo), key=lambda c: (worst(c)[0], c.name))
+        p99, k = worst(c)
+        return (f"no placement meets --slo-p99-ms {choice.slo_p99_ms:g}: at {choice.workloads[k].label} the "
+                f"best p99 reached is {p99:.0f} ms (`{c.name}`); hint: allow at least "
+                f"--slo-p99-ms {math.ceil(p99)}, or predict a lighter load")
+    return ("no placement meets the constraints (each is listed as excluded, with why); relax "
+            "--slo-p99-ms, --max-processes or the memory limit")
 
 
-def _tie_note(best: Candidate, rival: Candidate | None, cores: int) -> str:
-    if rival is None:
+def _tie_note(choice: Choice) -> str:
+    """`; within 3% of it ... equal by the model; picked X because ...; --verify` or ''."""
+    near = tied(choice)
+    if not near:
         return ""
-    return (f"; {rival.name} is predicted within {TIE:.0%} of it, closer than the model "
-            f"resolves, and {_tie_reason(best, rival, cores)}")
+    best = choice.ranked[0]
+    others = ", ".join(f"`{choice.ranked[j].name}`" for j in near)
+    return (f". Within {TIE:.0%} of `{best.name}`: {others}, equal by the model; picked "
+            f"`{best.name}` because {_tie_reason(choice, near)}; `planner tune --verify "
+            f"{len(near) + 1}` serves them to settle the tie")
 
 
-def _tie_reason(best: Candidate, rival: Candidate, cores: int) -> str:
-    """Why `best` won its tie with `rival`: the first key of `tie_order` that tells them apart,
-    in words."""
-    keys = [tie_order(c.processes, not c.requests, c.crowding_ms, cores) for c in (best, rival)]
-    first = next((k for k, (a, b) in enumerate(zip(*keys)) if a != b), None)
-    if first == 0:
-        return (f"{rival.processes} processes on {cores} cores would keep switching the cores "
-                "between processes (the model does not charge for that)")
-    if first == 1:
-        return (f"it leaves the busiest stage {best.crowding_ms:.0f} ms of other native work per "
-                f"request in its process against {rival.crowding_ms:.0f}: a stage of short native "
-                "calls waits for its neighbours' interpreter lock more than the model charges")
-    if first == 2:
-        one = "process" if best.processes == 1 else "processes"
-        return f"it needs {best.processes} {one} against {rival.processes}"
-    if first == 3:
-        return "it is the declared topology: nothing to change"
-    return "it is predicted a little higher"
+def _tie_reason(choice: Choice, near: Sequence[int]) -> str:
+    """Why the pick (`choice.ranked[0]`) is first of its tie, against each of the others: the key
+    of `tie_order` that put it first, in words; else its higher prediction; else the fixed order
+    of equal predictions. Others put after it for the same reason share a clause."""
+    best = choice.ranked[0]
+    s0 = score(best, choice.objective)
+    mine = tie_order(best.processes, best.crowding_ms, choice.cores)
+    cores_, crowded, lower, same = [], [], [], []
+    for j in near:
+        c = choice.ranked[j]
+        key = tie_order(c.processes, c.crowding_ms, choice.cores)
+        if key[0] != mine[0]:
+            cores_.append(c)
+        elif key[1] != mine[1]:
+            crowded.append(c)
+        elif (s0 - score(c, choice.objective)) / max(abs(s0), 1e-9) >= 0.001:
+            lower.append(c)
+        else:
+            same.append(c)
+    names = (lambda cs: ", ".join(f"`{c.name}`" for c in cs))
+    out = []
+    if cores_:
+        out.append(f"{names(cores_)} run{'s' if len(cores_) == 1 else ''} at least twice as many "
+                   f"processes as the {choice.cores} cores, which keeps switching the cores "
+                   "between processes (the model does not charge for that)")
+    if crowded:
+        out.append(f"`{best.name}` leaves the busiest stage {best.crowding_ms:.0f} ms of other "
+                   f"native work per request in its process against "
+                   f"{', '.join(f'{c.crowding_ms:.0f}' for c in crowded)} ms in {names(crowded)}, "
+                   "and a stage of short native calls waits for its neighbours' interpreter "
+                   "lock more than the model charges")
+    if lower:
+        out.append(f"`{best.name}` is predicted higher than {names(lower)}, by "
+                   f"{min((s0 - score(c, choice.objective)) / max(abs(s0), 1e-9) for c in lower):.1%}"
+                   " or more")
+    if same:
+        out.append(f"the model predicts {names(same)} the same as `{best.name}` (within 0.1%), "
+                   f"and a fixed order puts `{best.name}` first (fewer processes, then by name)")
+    return "; ".join(out)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import planner
-from planner.plan import EXIT_INVALID, EXIT_OK, Plan
+from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
 from planner.render.tune import choice_dict, render_choice
 from planner.tune.choose import choose, why
 from planner.tune.model import Workload
@@ -114,4 +114,6 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps(result, indent=2))
     else:
         render_choice(out, choice, profile, reason, measured, judged)
-    return EXIT_OK if choice.best is not None else EXIT_INVALID
+    # Nothing meets the constraints: infeasible (1), as `planner solve` says of a request no
+    # placement satisfies; bad input is 2.
+    return EXIT_OK if choice.best is not None else EXIT_INFEASIBLE

@@ -188,14 +188,15 @@ class _Native:
 class _Python:
     """A thread's pure-Python work in progress, then its native work (`then`): `left` ms of it
     still to take its process's lock for, in stretches of at most a switch interval (`part` ms
-    left of the current one), each run on a core in OS slices (`run_for`: the current one)."""
+    left of the current one), each run on a core in OS slices (`run_for`: the current one; `ran`:
+    ms on this core since it got it)."""
 
-    __slots__ = ("gen", "left", "lock", "part", "run_for", "then")
+    __slots__ = ("gen", "left", "lock", "part", "ran", "run_for", "then")
 
     def __init__(self, lock: _Resource, ms: float, then: _Native | None) -> None:
         self.lock, self.left, self.then = lock, ms, then
         self.gen: Generator | None = None
-        self.part = self.run_for = 0.0
+        self.part = self.run_for = self.ran = 0.0
 
 
 _EPS = 1e-9
@@ -214,6 +215,9 @@ class _Sim:
         self._heap: list = []
         self._seq = itertools.count()
         self.halted = False  # set by whatever ends the run
+        # A thread that ended a piece of CPU work and goes straight on to the next one keeps its
+        # core (thread, ms run on it): see `_carry_on`.
+        self.kept: tuple[Generator, float] | None = None
 
     def at(self, delay: float, fn: Callable, *args) -> None:
         heapq.heappush(self._heap, (self.now + delay, next(self._seq), fn, args))
@@ -228,15 +232,37 @@ class _Sim:
     def _take_core(self, waiter: _Python | _Native) -> bool:
         """A core for `waiter` now (True), or it queues for one (False): then native work on a
         core ends its slices again (`_core_wanted`)."""
-        cores = self.cores
+        cores, kept = self.cores, self.kept
+        if kept is not None and kept[0] is waiter.gen:
+            self.kept = None
+            waiter.ran = kept[1]
+            return True
         if cores.free:
             cores.free -= 1
             cores.since.append(self.now)
+            waiter.ran = 0.0
             return True
         cores.queue.append(waiter)
         if len(cores.queue) == 1:
             self._core_wanted()
         return False
+
+    def _carry_on(self, gen: Generator, ran: float, fn: Callable, *args) -> None:
+        """`gen`'s thread ended a piece of CPU work on a core (`ran` ms on it so far): run `fn`,
+        and if that has the thread take a core for its next piece at once, it keeps its own.
+        The OS takes a core from a thread only when its time slice ends or when it blocks:
+        giving the core up between two pieces (its Python and its native work, two stretches of
+        Python, a stage's work and its handoff) put the thread behind every other one waiting
+        for a core, and with more busy threads than cores that under-predicted placements of
+        more processes than cores (issue 26: three and four processes on two cores, 17% low)."""
+        if self.kept is not None:  # not taken by the thread it was kept for: free it
+            self.kept = None
+            self._release(self.cores)
+        self.kept = (gen, ran)
+        fn(*args)
+        if self.kept is not None:  # it blocked (a lock, a device, its inbox) or finished
+            self.kept = None
+            self._release(self.cores)
 
     def run(self) -> None:
         """Until `halted` is set, or nothing is left to happen."""
@@ -292,6 +318,8 @@ class _Sim:
         if res.runners:
             self._lock_taken(res)
         kind = type(nxt)
+        if res is self.cores:
+            nxt.ran = 0.0
         if kind is _Python:
             self.at(res.wake, self._py_run if res is self.cores else self._py_locked, nxt)
         elif kind is not _Native:
@@ -430,13 +458,21 @@ class _Sim:
             self._python(p)
 
     def _py_run(self, p: _Python) -> None:
-        p.run_for = min(p.part, self.slice)
+        p.run_for = min(p.part, max(self.slice - p.ran, _EPS))
         self.at(p.run_for, self._py_ran, p)
 
     def _py_ran(self, p: _Python) -> None:
-        self._release(self.cores)
         p.part -= p.run_for
-        self._py_core(p)
+        p.ran += p.run_for
+        if p.part > _EPS:  # its time slice ended within the stretch
+            if self.cores.queue:  # to the back of the queue for cores, the lock still held
+                self._release(self.cores)
+                self._py_core(p)
+            else:  # nobody waits: a new slice on the same core
+                p.ran = 0.0
+                self._py_run(p)
+            return
+        self._carry_on(p.gen, p.ran, self._py_core, p)
 
     # -- native work against its process's lock -----------------------------------------------
     def _want_core(self, n: _Native) -> None:
@@ -444,7 +480,7 @@ class _Sim:
             self._on_core(n)
 
     def _on_core(self, n: _Native) -> None:
-        n.since, n.ran = self.now, 0.0
+        n.since = self.now  # `ran`: set as it got the core (`_take_core`, `_hand_on`)
         n.lock.runners[n] = None
         self.running[n] = None
         self._schedule(n)
@@ -509,10 +545,12 @@ class _Sim:
         del n.lock.runners[n]
         del self.running[n]
         n.token += 1
+        if n.left <= _EPS:  # on to its next piece of work, on the same core if it needs one
+            self._carry_on(n.gen, n.ran if self.cores.queue else n.ran % self.slice,
+                           self.step, n.gen)
+            return
         self._release(self.cores)
-        if n.left <= _EPS:
-            self.step(n.gen)
-        elif n.preempted:  # to the back of the queue for cores; it needs no lock
+        if n.preempted:  # to the back of the queue for cores; it needs no lock
             n.preempted = False
             self._want_core(n)
         elif n.lock.free:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.render.flags import command_line
+from planner.render.flags import ISOLATE, command_line, flags
 from planner.tune.choose import TIE, objective_score
 
 if TYPE_CHECKING:
@@ -22,8 +23,25 @@ if TYPE_CHECKING:
     from planner.tune.choose import Candidate, Choice
 
 
-def _name(i: int) -> str:
-    return f"tune{i + 1}"
+def bench_name(c: Candidate) -> str:
+    """The candidate's flags as a bench placement name (letters, digits and `_.+:@-`): e.g.
+    `isolate:vocoder` for `--isolate-stage vocoder`, `pre@p2` for `--stage-process pre=p2`, several
+    joined by `+`, so the bench's own report says which placement each row is."""
+    parts = []
+    for f in flags(c.requests):
+        option, _, value = f.partition(" ")
+        parts.append(f"isolate:{value}" if option == ISOLATE else value.replace("=", "@"))
+    name = re.sub(r"[^A-Za-z0-9_.+:@-]", "_", "+".join(parts)) or "declared"
+    return name if name[0].isalnum() else f"p{name}"
+
+
+def _names(choice: Choice, picked: list[int]) -> dict[int, str]:
+    """Bench names of the picked candidates, made unique (`#2` appended) if two would clash."""
+    out: dict[int, str] = {}
+    for i in picked:
+        name = bench_name(choice.ranked[i])
+        out[i] = name if name not in out.values() and name != "declared" else f"{name}.{i + 1}"
+    return out
 
 
 def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
@@ -35,8 +53,8 @@ def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
         cmd += ["--config", str(args.config)]
     if args.variant:
         cmd += ["--variant", args.variant]
-    for i in picked:
-        cmd += ["--placement", f"{_name(i)}={command_line(choice.ranked[i].requests)}"]
+    for i, name in _names(choice, picked).items():
+        cmd += ["--placement", f"{name}={command_line(choice.ranked[i].requests)}"]
     for w in choice.workloads:
         cmd += (["--concurrency", str(w.concurrency)] if w.concurrency is not None
                 else ["--rate", f"{w.rate:g}"])
@@ -63,7 +81,7 @@ def read_results(path: Path, choice: Choice, picked: list[int]) -> dict[int, lis
     for run in data.get("runs", []):
         load = run.get("load", run)
         by_name[run["placement"], load.get("concurrency"), load.get("rate")] = run
-    names = {i: _name(i) for i in picked}
+    names = _names(choice, picked)
     declared = next((i for i, c in enumerate(choice.ranked) if not c.requests), None)
     if declared is not None:
         names[declared] = data.get("baseline") or "declared"  # the bench always runs it

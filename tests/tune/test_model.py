@@ -60,7 +60,11 @@ def test_two_cores_keep_one_process_and_more_cores_split_it():
     pl = chain("a", "b", "c")
     prof = profile({n: (3.0, 3.0, 0.0) for n in "abc"}, native_call_ms=3.0)
     load = Workload(concurrency=8)
-    assert best_name(pl, prof, load, cores=2) == "declared"
+    two = choose(pl, prof, (load,), cores=2)
+    # the declared topology is predicted within a tie of the pick: said as a tie, with --verify,
+    # not settled by a rule (one that gave ties to fewer processes cost 20% on issue 26's pipeline)
+    assert two.best.name == "declared" or "declared" in why(two)
+    assert "equal by the model" in why(two) and "--verify" in why(two)
     many = best_name(pl, prof, load, cores=8)
     assert many != "declared"
     best = choose(pl, prof, (load,), cores=8).best
@@ -204,12 +208,15 @@ def test_torch_like_stages_in_a_tie_get_a_process_each_while_cores_last():
                    handoff=HandoffCost(0.05, 15.0, 0.014))
     choice = choose(pl, prof, (Workload(concurrency=1), Workload(concurrency=8)))
     assert choice.best.name == "--isolate-stage vocoder"
-    assert "not by the model's numbers" in why(choice) and "interpreter lock" in why(choice)
+    assert "equal by the model" in why(choice) and "interpreter lock" in why(choice)
     # On one core a second process has no core of its own: the tie keeps one process.
     assert choose(pl, prof, (Workload(concurrency=8),), cores=1).best.name == "declared"
     # Long native calls re-take the lock rarely: company costs them nothing, one process stays.
+    # Nothing the model knows of tells them apart then: the higher prediction, said as a tie.
     rare = replace(prof, stages=tuple(replace(s, native_call_ms=5.0) for s in prof.stages))
-    assert choose(pl, rare, (Workload(concurrency=8),)).best.name == "declared"
+    tie = choose(pl, rare, (Workload(concurrency=8),))
+    assert "equal by the model" in why(tie) and "--verify" in why(tie)
+    assert tie.ranked[0].predicted[0].throughput_rps >= tie.ranked[1].predicted[0].throughput_rps
 
 
 def test_one_request_at_a_time_crowds_only_stages_that_stream_to_each_other():
@@ -284,3 +291,26 @@ def test_shortcuts_predict_what_stepping_every_event_does(load):
         assert fast.latency_p99_ms == pytest.approx(slow.latency_p99_ms, rel=1e-9)
         assert fast.ttfa_p90_ms == pytest.approx(slow.ttfa_p90_ms, rel=1e-9)
         assert dict(fast.utilization) == pytest.approx(dict(slow.utilization), abs=1e-4)
+
+
+def test_a_thread_keeps_its_core_from_its_python_to_its_native_work():
+    # One core, a time slice of 0.75 ms; thread a runs 1 ms of Python then 1 ms of native work in
+    # one call, thread b of another process 10 ms of Python beside it. The OS takes the core from
+    # a only at the end of a slice: 0.75 a, 0.75 b, then a's last 0.25 of Python and, on the same
+    # core, 0.5 of native work (its slice's rest), 0.75 b, a's last 0.5: a is done at 3.5 ms. (Had
+    # a given up its core between the two, it would queue behind b: done at 4.25 ms.)
+    from planner.tune.model import _Native, _Python, _Resource, _Sim
+
+    sim = _Sim(_Resource("cores", 1), os_slice_ms(1), switch_ms=5.0)
+    done = {}
+
+    def thread(name, lock, python, native):
+        yield ("cpu", _Python(lock, python, _Native(lock, native, 1e9) if native else None))
+        done[name] = sim.now
+
+    sim.step(thread("a", _Resource("lock a", 1), 1.0, 1.0))
+    sim.step(thread("b", _Resource("lock b", 1), 10.0, 0.0))
+    sim.run()
+    assert os_slice_ms(1) == 0.75
+    assert done["a"] == pytest.approx(3.5)
+    assert done["b"] == pytest.approx(12.0)

@@ -92,7 +92,8 @@ def test_verify_serves_its_placements_in_interleaved_rounds():
                               seed=0, device="cpu", stand_in_size=None, rounds=3)
     cmd = bench_command(args, choice, [0], Path("out"))
     assert cmd[cmd.index("--rounds") + 1] == "3"
-    assert cmd[cmd.index("--placement") + 1] == "tune1=--isolate-stage b"
+    # named by its flags, so the bench's own table says which placement each row is
+    assert cmd[cmd.index("--placement") + 1] == "isolate:b=--isolate-stage b"
     # never more rounds than requests: each round sends at least one
     few = bench_command(argparse.Namespace(**{**vars(args), "requests": 2}), choice, [0],
                         Path("out"))

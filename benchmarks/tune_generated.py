@@ -1,0 +1,378 @@
+"""`planner tune` on pipelines nobody tuned it on: pipelines drawn from a seeded generator, every
+accepted placement served and measured, every pick judged head to head against the best measured.
+
+    python benchmarks/tune_generated.py --seeds 11,12,13            # three pipelines (~10 min)
+    python benchmarks/tune_generated.py --quick                     # one 3-stage pipeline (~2 min)
+    python benchmarks/tune_generated.py --seeds 1 --dry-run         # the generated configs only
+    python benchmarks/tune_generated.py --replay DIR                # re-predict a saved run
+
+Each seed gives one complete pipeline config (3-5 synthetic stages, `launcher.synthetic:stage`:
+pure-Python, native (hashing, which releases the interpreter lock) and mixed costs of unequal
+sizes; a chain or a branch that joins again; a streaming edge or none). For each:
+
+1. `planner tune --config FILE --verify 99` profiles it, predicts every accepted placement at
+   C=1 and C=4 and serves every one of them under the same loads in interleaved rounds;
+2. `planner tune --profile ... --concurrency C` asks for the pick at each load alone;
+3. where that pick is not the best measured, `planner bench` serves the two of them head to head
+   in interleaved rounds: the best of many single measurements is biased upward on a noisy
+   machine (it is the one whose noise went up), so the pick is judged against that placement
+   measured again, beside the pick, not against its lucky figure.
+
+It reports the share of picks within 5% of the best, the mean pick/best, and the median and 90th
+percentile of the throughput prediction error over every placement and load, with the seeds.
+The judge reads only measurements: it never imports tune's ranking or tie rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+import planner
+
+LOADS = (1, 4)
+WITHIN = 0.05  # a pick this close to the best measured counts as a hit
+KINDS = ("python", "native", "mixed")
+
+
+# -- the generator ---------------------------------------------------------------------------------
+def _costs(rng: random.Random, kind: str) -> dict[str, float]:
+    ms = round(rng.uniform(1.0, 8.0) * 2) / 2  # unequal sizes, 1-8 ms of CPU per request
+    if kind == "python":
+        return {"gil_ms": ms}
+    if kind == "native":
+        return {"gil_ms": 0.2, "native_ms": ms}
+    share = rng.uniform(0.3, 0.7)
+    return {"gil_ms": round(ms * share, 2), "native_ms": round(ms * (1 - share), 2)}
+
+
+def generate(seed: int, max_placements: int = 6, stages: int | None = None) -> dict:
+    """A complete pipeline config, the same for the same arguments. `max_placements`: edges are
+    left out of `process_safe_edges` (at random) until at most this many placements are accepted,
+    so every one of them can be served in the time a run has."""
+    rng = random.Random(seed)
+    n = stages or rng.randint(3, 5)
+    names = [f"s{i}" for i in range(n)]
+    branch = n >= 4 and rng.random() < 0.5
+    edges: list[tuple[str, str]] = []
+    if branch:  # s0 -> s1, s2 -> s3 (-> s4)
+        edges = [("s0", "s1"), ("s0", "s2"), ("s1", "s3"), ("s2", "s3")]
+        edges += [(a, b) for a, b in zip(names[3:], names[4:])]
+    else:
+        edges = list(zip(names, names[1:]))
+    preds = {b: sum(1 for _, t in edges if t == b) for b in names}
+    cfg_stages = []
+    for name in names:
+        args = _costs(rng, rng.choice(KINDS))
+        cfg_stages.append({"name": name, "process": "pipeline",
+                           "factory": "launcher.synthetic:stage", "args": args})
+    by_name = {s["name"]: s for s in cfg_stages}
+    for a, b in edges:
+        by_name[a].setdefault("next", []).append(b)
+    # One streaming edge, or none: from a stage with one successor into one with one input (the
+    # launcher joins at most one chunk stream, and a plain chain edge is the common case).
+    single = [(a, b) for a, b in edges if len(by_name[a]["next"]) == 1 and preds[b] == 1]
+    if single and rng.random() < 0.5:
+        a, b = rng.choice(single)
+        by_name[a]["stream_to"] = [b]
+        by_name[a]["args"].update(chunks=rng.randint(3, 6), out_bytes=16384)
+    last = names[-1]
+    by_name[last]["terminal"] = True
+    by_name[last]["args"]["audio_ms"] = 300.0
+    safe = [list(e) for e in edges]
+    cfg = {"name": f"generated-{seed}", "stages": cfg_stages, "process_safe_edges": safe}
+    while count_placements(cfg) > max_placements and safe:
+        safe.pop(rng.randrange(len(safe)))
+    return cfg
+
+
+def count_placements(cfg: dict) -> int:
+    return len(planner.feasible_placements(planner.load(config=cfg)))
+
+
+def describe(cfg: dict) -> str:
+    parts = []
+    # a stage fed a stream does its work once per chunk it is handed (`launcher.synthetic`)
+    fed = {t: src["args"]["chunks"] for src in cfg["stages"] for t in src.get("stream_to", [])}
+    for s in cfg["stages"]:
+        a = s["args"]
+        kind = ("mixed" if a.get("gil_ms", 0) > 0.5 and a.get("native_ms") else
+                "native" if a.get("native_ms") else "python")
+        cpu = a.get("gil_ms", 0) + a.get("native_ms", 0)
+        stream = f", streams {a['chunks']} chunks" if s.get("stream_to") else ""
+        per = f" x{fed[s['name']]} chunks" if s["name"] in fed else ""
+        parts.append(f"{s['name']} {kind} {cpu:.1f} ms{per}{stream}")
+    shape = "branch" if any(len(s.get("next", [])) > 1 for s in cfg["stages"]) else "chain"
+    return f"{shape}: " + "; ".join(parts)
+
+
+# -- running the planner ---------------------------------------------------------------------------
+def _planner(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def tune_all(cfg_path: Path, requests: int, rounds: int, out: Path) -> dict:
+    loads = [a for c in LOADS for a in ("--concurrency", str(c))]
+    done = _planner("tune", "--config", str(cfg_path), *loads, "--verify", "99", "--format",
+                    "json", "--output", str(out), "--requests", str(requests), "--rounds",
+                    str(rounds))
+    if done.returncode != 0:
+        raise SystemExit(f"planner tune on {cfg_path} failed ({done.returncode}):\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def pick_at(cfg_path: Path, profile: Path, load: int, out: Path) -> dict:
+    """What `planner tune --concurrency C` answers with the run's profile and this load alone."""
+    done = _planner("tune", "--config", str(cfg_path), "--profile", str(profile),
+                    "--concurrency", str(load), "--format", "json", "--output", str(out))
+    if done.returncode != 0:
+        raise SystemExit(f"planner tune --profile failed:\n{done.stderr}")
+    data = json.loads(done.stdout)
+    return data["candidates"][0]
+
+
+def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: int, requests: int,
+                 rounds: int, out: Path) -> tuple[float, float]:
+    """Throughput of the pick and of the best measured, served in turn in interleaved rounds by
+    one `planner bench` (the declared topology is always one of its placements)."""
+    names = {}
+    args = []
+    for role, fl in (("pick", pick), ("best", best)):
+        if fl:
+            names[role] = role
+            args += ["--placement", f"{role}={' '.join(fl)}"]
+        else:
+            names[role] = "declared"
+    done = _planner("bench", "--config", str(cfg_path), *args, "--concurrency", str(load),
+                    "--requests", str(requests), "--rounds", str(rounds), "--output", str(out))
+    results = out / "results.json"
+    if not results.exists():
+        raise SystemExit(f"planner bench failed ({done.returncode}):\n{done.stderr}")
+    data = json.loads(results.read_text())
+    base = data.get("baseline") or "declared"
+    got = {}
+    for run in data["runs"]:
+        load_ = run.get("load", run)
+        got[run["placement"]] = load_.get("throughput_rps") or 0.0
+    pick_rps = got[names["pick"] if names["pick"] != "declared" else base]
+    best_rps = got[names["best"] if names["best"] != "declared" else base]
+    return pick_rps, best_rps
+
+
+# -- the judge: measurements only ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Judged:
+    seed: int
+    load: int
+    pick: str
+    best: str  # the best of the all-placements measurement
+    pick_rps: float  # head to head (or the all-placements figure when the pick was the best)
+    best_rps: float
+    head_to_head: bool
+
+    @property
+    def ratio(self) -> float:
+        """The pick over the best, at most 1: where the pick measured above the best head to head,
+        it is as good as the best."""
+        return min(self.pick_rps / self.best_rps, 1.0) if self.best_rps else 0.0
+
+
+def label(flags: list[str]) -> str:
+    return " ".join(flags) or "declared"
+
+
+def measured_at(answer: dict, k: int) -> dict[str, float]:
+    """Each candidate's measured throughput at the k-th load, by its flags."""
+    out = {}
+    for c in answer["candidates"]:
+        m = (c.get("measured_by_workload") or [None] * (k + 1))[k] or {}
+        if m.get("throughput_rps") and not m.get("errors"):
+            out[label(c["flags"])] = m["throughput_rps"]
+    return out
+
+
+def errors(answer: dict) -> list[float]:
+    """Relative throughput prediction errors over every measured candidate and load."""
+    out = []
+    for c in answer["candidates"]:
+        for p, m in zip(c["predicted_by_workload"], c.get("measured_by_workload") or []):
+            if m and m.get("throughput_rps"):
+                out.append((p["throughput_rps"] - m["throughput_rps"]) / m["throughput_rps"])
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def summary(judged: list[Judged], errs: list[float]) -> dict:
+    ratios = [j.ratio for j in judged]
+    absolute = [abs(e) for e in errs]
+    return {"picks": len(ratios),
+            "within_5pct": sum(r >= 1 - WITHIN for r in ratios),
+            "share_within_5pct": round(sum(r >= 1 - WITHIN for r in ratios) / len(ratios), 3)
+            if ratios else None,
+            "mean_pick_over_best": round(statistics.fmean(ratios), 4) if ratios else None,
+            "median_error": round(percentile(absolute, 50), 4) if absolute else None,
+            "p90_error": round(percentile(absolute, 90), 4) if absolute else None,
+            "errors": len(absolute)}
+
+
+def judge_one(seed: int, cfg_path: Path, answer: dict, out: Path, requests: int,
+              rounds: int) -> list[Judged]:
+    judged = []
+    for k, load in enumerate(LOADS):
+        pick = pick_at(cfg_path, out / "profile.json", load, out / f"pick-C{load}")
+        measured = measured_at(answer, k)
+        if not measured:
+            continue
+        best = max(measured, key=lambda n: (measured[n], n))
+        name = label(pick["flags"])
+        if name == best:
+            judged.append(Judged(seed, load, name, best, measured[best], measured[best], False))
+            continue
+        best_flags = next(c["flags"] for c in answer["candidates"] if label(c["flags"]) == best)
+        p, b = head_to_head(cfg_path, pick["flags"], best_flags, load, requests, rounds,
+                            out / f"h2h-C{load}")
+        judged.append(Judged(seed, load, name, best, p, b, True))
+    return judged
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+               "?") if Path("/proc/cpuinfo").exists() else "?"
+    return (f"{cpu}, {os.cpu_count()} cores, load average "
+            f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def run(seeds: list[int], stages: int | None, max_placements: int, requests: int, rounds: int,
+        h2h_requests: int, h2h_rounds: int, save: Path | None) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="tune-generated-"))
+    judged: list[Judged] = []
+    errs: list[float] = []
+    per_seed = []
+    print(f"start: {machine()}")
+    for seed in seeds:
+        cfg = generate(seed, max_placements, stages)
+        out = (save or work) / cfg["name"]
+        out.mkdir(parents=True, exist_ok=True)
+        cfg_path = out / "pipeline.yaml"
+        cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+        t0 = time.perf_counter()
+        print(f"seed {seed}: {describe(cfg)} ({count_placements(cfg)} placements)", flush=True)
+        answer = tune_all(cfg_path, requests, rounds, out)
+        (out / "answer.json").write_text(json.dumps(answer, indent=1), encoding="utf-8")
+        mine = judge_one(seed, cfg_path, answer, out, h2h_requests, h2h_rounds)
+        e = errors(answer)
+        for c in answer["candidates"]:
+            preds = " ".join(f"{p['throughput_rps']:7.1f}" for p in c["predicted_by_workload"])
+            meas = " ".join(f"{(m or {}).get('throughput_rps') or 0:7.1f}"
+                            for m in c.get("measured_by_workload") or [])
+            print(f"  {label(c['flags']):55.55} predicted {preds}  measured {meas}")
+        for j in mine:
+            how = "head to head" if j.head_to_head else "it measured best"
+            print(f"  C={j.load}: pick {j.pick} x{j.ratio:.3f} of the best ({j.best}; {how}: "
+                  f"{j.pick_rps:.1f} against {j.best_rps:.1f} req/s)")
+        judged += mine
+        errs += e
+        per_seed.append({"seed": seed, "pipeline": describe(cfg),
+                         "judged": [asdict(j) | {"ratio": round(j.ratio, 4)} for j in mine],
+                         **summary(mine, e)})
+        print(f"  ({time.perf_counter() - t0:.0f} s; {machine()})", flush=True)
+    result = {"seeds": seeds, "machine_at_end": machine(), **summary(judged, errs),
+              "per_seed": per_seed}
+    print(json.dumps({k: v for k, v in result.items() if k != "per_seed"}, indent=1))
+    if save is not None:
+        (save / "summary.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return result
+
+
+def replay(directory: Path) -> dict:
+    """Re-predict a saved run's pipelines from their own profiles with the planner as it is now,
+    and judge the new picks against what was measured then (no head to head: nothing is served)."""
+    judged, errs = [], []
+    for out in sorted(p for p in directory.iterdir() if (p / "answer.json").exists()):
+        old = json.loads((out / "answer.json").read_text())
+        with tempfile.TemporaryDirectory() as tmp:
+            profile = Path(tmp) / "profile.json"  # the answer carries the profile it was made of
+            profile.write_text(json.dumps(old["profile"]), encoding="utf-8")
+            loads = [a for c in LOADS for a in ("--concurrency", str(c))]
+            done = _planner("tune", "--config", str(out / "pipeline.yaml"), "--profile",
+                            str(profile), *loads, "--format", "json", "--output", tmp)
+            new = json.loads(done.stdout)
+            for k, load in enumerate(LOADS):
+                measured = measured_at(old, k)
+                pick = label(pick_at(out / "pipeline.yaml", profile, load,
+                                     Path(tmp) / f"C{load}")["flags"])
+                best = max(measured, key=lambda n: (measured[n], n))
+                judged.append(Judged(0, load, pick, best, measured.get(pick, 0.0), measured[best],
+                                     False))
+                print(f"{out.name} C={load}: pick {pick} x{judged[-1].ratio:.3f} of the best "
+                      f"measured then ({best})")
+        by_flags = {label(c["flags"]): c for c in old["candidates"]}
+        for c in new["candidates"]:
+            m = by_flags.get(label(c["flags"]), {}).get("measured_by_workload") or []
+            for p, got in zip(c["predicted_by_workload"], m):
+                if got and got.get("throughput_rps"):
+                    errs.append((p["throughput_rps"] - got["throughput_rps"])
+                                / got["throughput_rps"])
+    result = summary(judged, errs)
+    print(json.dumps(result, indent=1))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="11,12,13", help="comma-separated generator seeds")
+    ap.add_argument("--quick", action="store_true",
+                    help="one 3-stage pipeline of at most 4 placements, few requests")
+    ap.add_argument("--max-placements", type=int, default=6)
+    ap.add_argument("--requests", type=int, default=48,
+                    help="measured requests per placement and load in the all-placements run")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--h2h-requests", type=int, default=72)
+    ap.add_argument("--h2h-rounds", type=int, default=3)
+    ap.add_argument("--save", type=Path, help="keep every config, answer and bench here")
+    ap.add_argument("--dry-run", action="store_true", help="print the generated configs only")
+    ap.add_argument("--replay", type=Path, help="re-predict a --save directory instead")
+    args = ap.parse_args(argv)
+    if args.replay:
+        replay(args.replay)
+        return 0
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    stages = None
+    if args.quick:
+        seeds, stages = seeds[:1], 3
+        args.max_placements = min(args.max_placements, 4)
+        args.requests, args.rounds = min(args.requests, 24), 1
+        args.h2h_requests, args.h2h_rounds = min(args.h2h_requests, 24), 2
+    if args.dry_run:
+        for seed in seeds:
+            cfg = generate(seed, args.max_placements, stages)
+            print(f"seed {seed}: {describe(cfg)} ({count_placements(cfg)} placements)")
+            print(yaml.safe_dump(cfg, sort_keys=False))
+        return 0
+    run(seeds, stages, args.max_placements, args.requests, args.rounds, args.h2h_requests,
+        args.h2h_rounds, args.save)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

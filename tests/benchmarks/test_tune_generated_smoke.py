@@ -1,0 +1,72 @@
+"""The generated-pipeline benchmark's parts that need no server: the seeded generator makes
+pipelines the planner accepts, of every shape and cost kind it promises, the same ones for the same
+seed; the judge reads measurements only (never tune's tie rules) and sums them up as reported."""
+
+import ast
+import sys
+from pathlib import Path
+
+import planner
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import tune_generated as tg  # noqa: E402
+
+
+def test_the_same_seed_gives_the_same_pipeline_and_it_solves():
+    for seed in (1, 2, 3):
+        cfg = tg.generate(seed, max_placements=6)
+        assert cfg == tg.generate(seed, max_placements=6)
+        result = planner.solve(config=cfg)
+        assert result.ok, result.diagnostics
+        assert 1 <= tg.count_placements(cfg) <= 6
+
+
+def test_the_seeds_cover_chains_branches_streaming_and_every_cost_kind():
+    cfgs = [tg.generate(seed, max_placements=6) for seed in range(1, 16)]
+    described = " ".join(tg.describe(c) for c in cfgs)
+    assert "chain:" in described and "branch:" in described and "streams" in described
+    for kind in tg.KINDS:
+        assert f" {kind} " in described
+    sizes = {len(c["stages"]) for c in cfgs}
+    assert sizes <= {3, 4, 5} and len(sizes) >= 2
+
+
+def test_fewer_placements_allowed_leave_fewer_edges_process_safe():
+    cfg = tg.generate(5, max_placements=2)
+    assert tg.count_placements(cfg) <= 2
+
+
+def answer(measured):
+    """A tune --verify answer with one candidate per (flags, [(predicted, measured) per load])."""
+    return {"candidates": [
+        {"flags": flags,
+         "predicted_by_workload": [{"throughput_rps": p} for p, _ in loads],
+         "measured_by_workload": [{"throughput_rps": m, "errors": 0} for _, m in loads]}
+        for flags, loads in measured]}
+
+
+def test_errors_and_best_measured_come_from_the_measurements():
+    a = answer([([], [(100.0, 80.0), (110.0, 100.0)]),
+                (["--isolate-stage s1"], [(90.0, 90.0), (150.0, 120.0)])])
+    assert tg.measured_at(a, 1) == {"declared": 100.0, "--isolate-stage s1": 120.0}
+    assert sorted(round(e, 3) for e in tg.errors(a)) == [0.0, 0.1, 0.25, 0.25]
+
+
+def test_the_summary_counts_picks_within_5_percent_of_the_best_head_to_head():
+    judged = [tg.Judged(1, 1, "a", "a", 10.0, 10.0, False),
+              tg.Judged(1, 4, "a", "b", 96.0, 100.0, True),
+              tg.Judged(2, 4, "a", "b", 80.0, 100.0, True),
+              tg.Judged(2, 1, "a", "b", 105.0, 100.0, True)]  # above the best: as good as it
+    s = tg.summary(judged, [0.05, -0.1, 0.2, 0.02])
+    assert s["picks"] == 4 and s["within_5pct"] == 3 and s["share_within_5pct"] == 0.75
+    assert abs(s["mean_pick_over_best"] - (1 + 0.96 + 0.8 + 1) / 4) < 1e-4
+    assert s["median_error"] in (0.05, 0.1) and s["p90_error"] == 0.2
+
+
+def test_the_judge_never_imports_tunes_ranking():
+    tree = ast.parse((ROOT / "benchmarks" / "tune_generated.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.startswith("planner.tune") for m in imported), imported

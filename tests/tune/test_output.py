@@ -1,0 +1,132 @@
+"""What a first-time user reads from `planner tune`: the same profile gives the same ranking, a tie
+is said as a tie next to the numbers, columns say what they are, flags are never broken across
+lines, `why` names what it speaks of, and an SLO nothing meets names the load that broke it."""
+
+import io
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from planner import Profile, StageProfile
+from planner.render.tune import render_choice
+from planner.tune.choose import TIE, choose, score, tie_note, why
+from planner.tune.model import Workload
+from planner.tune.verify import bench_name
+from tests.tune.test_model import chain, profile
+
+
+def four():
+    # Four pure-Python stages of unequal cost, every edge process-safe: 15 placements, several
+    # predicted within a tie of each other at C=4 on 2 cores.
+    pl = chain("a", "b", "c", "d")
+    prof = profile({"a": (2.0, 0.0, 0.0), "b": (6.0, 0.0, 0.0), "c": (3.0, 0.0, 0.0),
+                    "d": (1.0, 0.5, 0.0)}, cores=2)
+    return pl, prof
+
+
+def rendered(choice, prof, width=200, measured=None):
+    buf = io.StringIO()
+    render_choice(Console(file=buf, width=width), choice, prof, why(choice), measured)
+    return buf.getvalue()
+
+
+def test_the_same_profile_gives_the_same_order_and_pick():
+    pl, prof = four()
+    loads = (Workload(concurrency=1), Workload(concurrency=4))
+    first = choose(pl, prof, loads)
+    again = choose(pl, prof, loads)
+    assert [c.name for c in first.ranked] == [c.name for c in again.ranked]
+    assert why(first) == why(again)
+    assert [c.predicted for c in first.ranked] == [c.predicted for c in again.ranked]
+
+
+def test_a_lower_prediction_is_ranked_above_a_higher_one_only_with_its_reason_beside_it():
+    pl, prof = four()
+    choice = choose(pl, prof, (Workload(concurrency=4),))
+    scores = [score(c, "throughput") for c in choice.ranked]
+    for i, s in enumerate(scores):
+        if any(later > s for later in scores[i + 1:]):
+            assert tie_note(choice, i).startswith("tie; above #"), (i, tie_note(choice, i))
+    # and the note is in the table's row
+    out = rendered(choice, prof)
+    assert f"tie (within {TIE:.0%})" in out
+    # with several loads the rows are ordered by their geometric mean, which the table shows
+    two = choose(pl, prof, (Workload(concurrency=1), Workload(concurrency=4)))
+    assert "geomean" in rendered(two, prof) and "geometric mean over the loads" in rendered(two, prof)
+
+
+def test_a_tie_is_said_as_a_tie_with_how_it_was_picked_and_verify_to_settle_it():
+    pl, prof = four()
+    choice = choose(pl, prof, (Workload(concurrency=4),))
+    text = why(choice)
+    assert len(choice.ranked) > 1 and tie_note(choice, 0).startswith("tie with #")
+    assert f"Within {TIE:.0%} of `{choice.best.name}`" in text and "equal by the model" in text
+    assert f"picked `{choice.best.name}` because" in text and "--verify" in text
+
+
+def test_why_names_the_placement_it_speaks_of():
+    pl, prof = four()
+    for load in (Workload(concurrency=1), Workload(concurrency=4)):
+        assert not re.search(r"\bit\b|\bits\b", why(choose(pl, prof, (load,))), re.I)
+
+
+def test_measured_columns_say_prediction_error_not_err():
+    pl, prof = four()
+    choice = choose(pl, prof, (Workload(concurrency=4),))
+    got = choice.ranked[0].predicted[0].throughput_rps / 1.1
+    out = rendered(choice, prof, measured={0: [{"throughput_rps": got}]})
+    assert "pred." in out and "error" in out and "+10%" in out
+    assert not re.search(r"\berr\b", out)
+
+
+def test_the_placement_column_never_breaks_a_flag():
+    pl, prof = four()
+    choice = choose(pl, prof, (Workload(concurrency=1), Workload(concurrency=4)))
+    out = rendered(choice, prof, width=90)
+    for c in choice.ranked:
+        for request in c.requests:
+            flag = " ".join(bench_flag for bench_flag in [_flag(request)])
+            assert flag in out, f"{flag!r} broken across lines at width 90"
+
+
+def _flag(request):
+    from planner.render.flags import command_line
+
+    return command_line((request,))
+
+
+def test_verify_names_candidates_by_their_flags():
+    pl, prof = four()
+    names = {bench_name(c) for c in choose(pl, prof, (Workload(concurrency=4),)).ranked}
+    assert "isolate:b" in names and not any(n.startswith("tune") for n in names)
+    assert all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+:@-]*", n) for n in names)
+
+
+@pytest.fixture
+def qwen3_profile(tmp_path):
+    path = tmp_path / "profile.json"
+    Profile(model="qwen3-tts", variant="default", cores=2, cpu_model="test", stages=(
+        StageProfile("preprocessing", 0.5, 0.0, 0.0),
+        StageProfile("tts_engine", 120.0, 20.0, 0.0, chunks_out=25, out_bytes=10_000),
+        StageProfile("vocoder", 30.0, 10.0, 0.0, chunks_out=25)),
+        frontend_ms=3.0, client_ms=1.5, process_rss_mib=280.0).save(path)
+    return path
+
+
+def test_an_slo_nothing_meets_names_the_load_and_the_best_p99_and_exits_1(qwen3_profile,
+                                                                           tmp_path):
+    out = subprocess.run([sys.executable, "-m", "planner", "tune", "qwen3-tts", "--profile",
+                          str(qwen3_profile), "--concurrency", "1", "--concurrency", "4",
+                          "--slo-p99-ms", "5", "--output", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    text = " ".join(out.stdout.split())
+    assert "no placement meets --slo-p99-ms 5: at C=4 the best p99 reached is" in text
+    assert "placements ranked" not in text  # no empty table
+    data = json.loads((tmp_path / "o" / "tune.json").read_text())
+    assert data["best"] is None and "best p99 reached" in data["why"]
