@@ -11,7 +11,8 @@ Request limits (documented; each violation is a 4xx with a JSON message naming t
   A `null` optional field is the same as an absent one; unknown fields are ignored.
 Every field is type-checked before it is used, and no stage sees a request that fails a check.
 `model` is accepted as any string (OpenAI clients send their own names); the served model is the
-plan's. Worker failures answer 503 (process died or restarting) with a `Retry-After` header, stage
+plan's. A request beyond the deployment's admission bound (`launcher.admission`) answers 429, and
+worker failures 503 (process died or restarting), both with a `Retry-After` header; stage
 errors 500, timeouts 504. A client that goes away mid-request is one log line, not a traceback.
 """
 
@@ -53,9 +54,10 @@ def _error(status: int, message: str, code: str,
 
 
 def _failed(exc: RequestFailed, deployment: Deployment) -> JSONResponse:
-    """A request the deployment could not serve; a 503 says when to try again."""
+    """A request the deployment could not serve; a 429 (admission control) or 503 says when to
+    try again."""
     headers = None
-    if exc.status == 503:
+    if exc.status in (429, 503):
         headers = {"Retry-After": str(deployment.retry_after())}
     return _error(exc.status, str(exc), type(exc).__name__, headers)
 

@@ -20,8 +20,9 @@ import threading
 import torch
 
 from . import ipc
+from .admission import Refusals
 from .backend import Backend, Exited, Received, Unit
-from .errors import RequestFailed, StageFailed, Unavailable, WorkerDied
+from .errors import Overloaded, RequestFailed, StageFailed, Unavailable, WorkerDied
 from .layout import Layout
 from .metrics import Histogram
 from .procs import Proc, exit_text, startup_failure
@@ -38,9 +39,11 @@ POLL_S = 0.1
 
 class Supervisor:
     def __init__(self, layout: Layout, backend: Backend, policy: RestartPolicy, stages: list[str],
-                 shm_prefix: str) -> None:
+                 shm_prefix: str, max_queued: int) -> None:
         self.layout, self.backend, self.policy = layout, backend, policy
         self.shm_prefix = shm_prefix
+        self.max_queued = max_queued  # admission control (`admission`)
+        self.refusals = Refusals()
         self.lock = threading.RLock()
         self.units: dict[str, Unit] = {u.name: u for u in layout.units}
         self.procs = {w.name: Proc(w, u.name) for u in layout.units for w in u.workers}
@@ -91,13 +94,8 @@ class Supervisor:
     # -- requests --------------------------------------------------------------------------------
     def submit(self, text: str, voice: str | None, stream: bool) -> SpeechRequest:
         with self.lock:
-            if self.state != "running":
-                why = f": {self.failure}" if self.failure else ""
-                raise Unavailable(f"deployment is {self.state}{why}")
             targets = [self.procs[self.layout.home[s]] for s in self.layout.entry]
-            for p in targets:
-                if p.state != "ready":
-                    raise Unavailable(f"{p.describe()} is {p.state}")
+            self._admit(targets)
             handle = SpeechRequest(next(self._ids), stream, self.finish)
             self.table.open(handle, {p.name for p in targets})
         payload = ipc.Packed(None, (), {"text": text, "voice": voice})
@@ -106,6 +104,21 @@ class Supervisor:
                                                      payload)):
                 self.finish(handle.id, WorkerDied(f"{p.describe()} is not reachable"))
         return handle
+
+    def _admit(self, targets: list[Proc]) -> None:
+        """Raise (and count) the refusal of a new request, if it is refused."""
+        if self.state != "running":
+            self.refusals.count("not_running")
+            why = f": {self.failure}" if self.failure else ""
+            raise Unavailable(f"deployment is {self.state}{why}")
+        for p in targets:
+            if p.state != "ready":
+                self.refusals.count("restarting")
+                raise Unavailable(f"{p.describe()} is {p.state}")
+        if len(self.table) >= self.max_queued:
+            self.refusals.count("queue_full")
+            raise Overloaded(f"the deployment holds {len(self.table)} requests, its limit "
+                             f"(--max-queued {self.max_queued}); retry shortly")
 
     def finish(self, request_id: int, error: RequestFailed, outcome: str = "error") -> None:
         """Fail or cancel a request: its caller gets `error`, and every process drops it (its
