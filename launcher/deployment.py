@@ -113,7 +113,9 @@ class Deployment:
         with sup.lock:
             procs = list(sup.procs.values())
             state = sup.state
-            if state == "running" and any(p.state != "ready" for p in procs):
+            helpers = self._helpers()
+            if state == "running" and (any(p.state != "ready" for p in procs) or any(
+                    h.get("state") != "ok" for h in helpers.values())):
                 state = "degraded"
             return {
                 "status": "ok" if state == "running" else state,
@@ -136,7 +138,13 @@ class Deployment:
                     }
                     for p in procs
                 ],
+                **({"helpers": helpers} if helpers else {}),
             }
+
+    def _helpers(self) -> dict[str, Any]:
+        """What the backend's own helper processes are up to (the local fork server)."""
+        helpers = getattr(self._backend, "helpers", None)
+        return helpers() if helpers is not None else {}
 
     def retry_after(self) -> int:
         """Whole seconds a client refused with 503 should wait before trying again: until the

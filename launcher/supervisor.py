@@ -80,6 +80,20 @@ class Supervisor:
         self._receiver.close()
 
     def _loop(self) -> None:
+        """The supervisor's thread. Should it ever die of a bug, the deployment fails with the
+        reason (so /health says so and `serve` exits non-zero) instead of serving nothing."""
+        try:
+            self._watch()
+        except BaseException as exc:  # noqa: BLE001 - reported, then the deployment stops
+            reason = f"the supervisor thread died: {type(exc).__name__}: {exc}"
+            with self.lock:
+                self.state, self.failure = "failed", reason
+            try:
+                self.give_up(reason)
+            finally:
+                self.failed.set()
+
+    def _watch(self) -> None:
         while not self._stop.is_set():
             for event in self.backend.events(POLL_S):
                 match event:
