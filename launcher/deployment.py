@@ -108,6 +108,13 @@ class Deployment:
     def in_flight(self) -> int:
         return len(self._supervisor.table)
 
+    def refusal(self) -> str | None:
+        """Why a request submitted now would be refused (an `admission.REASONS` entry), or None
+        when it would be taken: what a router asks before choosing this deployment."""
+        with self._supervisor.lock:
+            refused = self._supervisor.refusal()
+        return refused[0] if refused is not None else None
+
     def health(self) -> dict[str, Any]:
         sup = self._supervisor
         with sup.lock:

@@ -40,7 +40,7 @@ from typing import Any
 from . import ipc
 from .backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
 from .layout import with_fresh_rendezvous
-from .links import LocalChannel
+from .links import LocalChannel, remove_socket_dir
 from .protocol import FrameReader, Stop, ToWorker, encode, write_frame
 from .specs import WorkerSpec
 
@@ -227,6 +227,15 @@ class LocalBackend:
     def where(self, process: str) -> dict[str, Any]:
         return {}
 
+    def alive(self, process: str) -> bool:
+        """Whether the process runs, asked its pidfd now (any thread): a death is known here
+        before `events` reports it."""
+        handle = self._procs.get(process)
+        try:
+            return handle is not None and not handle.exited()
+        except (OSError, ValueError):  # forgotten (its pidfd closed) meanwhile
+            return False
+
     def helpers(self) -> dict[str, Any]:
         """For /health: the fork server later restarts spawn from (`state` ok, restarting, or
         failed: why; `restarts`: how often it died and was replaced)."""
@@ -244,6 +253,7 @@ class LocalBackend:
             return
         self._closed = True
         self.stop(list(self._procs), grace=2.0)
+        remove_socket_dir(self.token)
         self._unwatch_forkserver()
         self._selector.close()
         _helpers.release()

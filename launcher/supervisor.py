@@ -119,20 +119,31 @@ class Supervisor:
                 self.finish(handle.id, WorkerDied(f"{p.describe()} is not reachable"))
         return handle
 
+    def refusal(self) -> tuple[str, RequestFailed] | None:
+        """Why a new request would be refused now (reason, error), or None. Every process must
+        be ready and alive: a request needs all its stages, and one that died a moment ago (not
+        yet noticed: up to `POLL_S`) would only fail it."""
+        if self.state != "running":
+            why = f": {self.failure}" if self.failure else ""
+            return "not_running", Unavailable(f"deployment is {self.state}{why}")
+        alive = getattr(self.backend, "alive", None)
+        for p in self.procs.values():
+            if p.state != "ready":
+                return "restarting", Unavailable(f"{p.describe()} is {p.state}")
+            if alive is not None and not alive(p.name):
+                return "restarting", Unavailable(f"{p.describe()} has just died")
+        if len(self.table) >= self.max_queued:
+            return "queue_full", Overloaded(
+                f"the deployment holds {len(self.table)} requests, its limit (--max-queued "
+                f"{self.max_queued}); retry shortly")
+        return None
+
     def _admit(self, targets: list[Proc]) -> None:
         """Raise (and count) the refusal of a new request, if it is refused."""
-        if self.state != "running":
-            self.refusals.count("not_running")
-            why = f": {self.failure}" if self.failure else ""
-            raise Unavailable(f"deployment is {self.state}{why}")
-        for p in targets:
-            if p.state != "ready":
-                self.refusals.count("restarting")
-                raise Unavailable(f"{p.describe()} is {p.state}")
-        if len(self.table) >= self.max_queued:
-            self.refusals.count("queue_full")
-            raise Overloaded(f"the deployment holds {len(self.table)} requests, its limit "
-                             f"(--max-queued {self.max_queued}); retry shortly")
+        refused = self.refusal()
+        if refused is not None:
+            self.refusals.count(refused[0])
+            raise refused[1]
 
     def finish(self, request_id: int, error: RequestFailed, outcome: str = "error") -> None:
         """Fail or cancel a request: its caller gets `error`, and every process drops it (its
