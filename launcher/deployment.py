@@ -26,6 +26,7 @@ from typing import Any
 from planner import Plan
 
 from . import ipc, metrics
+from .admission import default_max_queued, registry_size
 from .audio import Audio
 from .backend import Backend
 from .errors import LaunchError, Unavailable
@@ -51,8 +52,11 @@ class Deployment:
     def __init__(self, plan: Plan, *, device: str, note: str | None, start_method: str,
                  startup_timeout: float, max_restarts: int, factory_defaults: Mapping[str, Any],
                  inline_bytes: int = INLINE_BYTES, backend: Callable[[], Backend] | None = None,
-                 gpu_map: Mapping[int, int] | None = None) -> None:
+                 gpu_map: Mapping[int, int] | None = None, max_queued: int | None = None) -> None:
         self.plan, self.device, self.note = plan, device, note
+        self.max_queued = max_queued if max_queued is not None else default_max_queued(plan)
+        # Stage registries hold whatever admission lets in (`admission.registry_size`).
+        factory_defaults = {"max_prepared": registry_size(self.max_queued), **factory_defaults}
         self.startup_timeout = startup_timeout
         self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}-{secrets.token_hex(3)}-"
         ipc.sweep_orphans(SHM_PREFIX)  # blocks of deployments killed before they could clean up
@@ -68,7 +72,8 @@ class Deployment:
             self._backend.close()
             raise
         self._supervisor = Supervisor(planned, self._backend, RestartPolicy(max_restarts),
-                                      [s.name for s in plan.stages], self.shm_prefix)
+                                      [s.name for s in plan.stages], self.shm_prefix,
+                                      self.max_queued)
         self.failed = self._supervisor.failed  # set when the deployment gave up (restart limit)
 
     def _start(self) -> None:
@@ -103,12 +108,21 @@ class Deployment:
     def in_flight(self) -> int:
         return len(self._supervisor.table)
 
+    def refusal(self) -> str | None:
+        """Why a request submitted now would be refused (an `admission.REASONS` entry), or None
+        when it would be taken: what a router asks before choosing this deployment."""
+        with self._supervisor.lock:
+            refused = self._supervisor.refusal()
+        return refused[0] if refused is not None else None
+
     def health(self) -> dict[str, Any]:
         sup = self._supervisor
         with sup.lock:
             procs = list(sup.procs.values())
             state = sup.state
-            if state == "running" and any(p.state != "ready" for p in procs):
+            helpers = self._helpers()
+            if state == "running" and (any(p.state != "ready" for p in procs) or any(
+                    h.get("state") != "ok" for h in helpers.values())):
                 state = "degraded"
             return {
                 "status": "ok" if state == "running" else state,
@@ -132,7 +146,13 @@ class Deployment:
                     }
                     for p in procs
                 ],
+                **({"helpers": helpers} if helpers else {}),
             }
+
+    def _helpers(self) -> dict[str, Any]:
+        """What the backend's own helper processes are up to (the local fork server)."""
+        helpers = getattr(self._backend, "helpers", None)
+        return helpers() if helpers is not None else {}
 
     def retry_after(self) -> int:
         """Whole seconds a client refused with 503 should wait before trying again: until the
@@ -158,6 +178,7 @@ class Deployment:
                 stage_latency={s: h.copy() for s, h in sup.stage_latency.items()},
                 request_latency=sup.request_latency.copy(),
                 outcomes=dict(sup.table.outcomes),
+                refusals=sup.refusals.snapshot(),
                 in_flight=len(sup.table),
                 processes=tuple(metrics.ProcessSample(
                     p.name, p.pid if p.running else None, p.spec.gpu, p.restarts,
@@ -208,7 +229,8 @@ def launch(plan: Plan, device: str = "auto", *, startup_timeout: float = 120.0,
            max_restarts: int = 3, start_method: str = "forkserver",
            factory_defaults: Mapping[str, Any] | None = None,
            inline_bytes: int = INLINE_BYTES, backend: Callable[[], Backend] | None = None,
-           gpu_map: Mapping[int, int] | None = None) -> Deployment:
+           gpu_map: Mapping[int, int] | None = None,
+           max_queued: int | None = None) -> Deployment:
     """Start every process of `plan` and return once all stages are built.
 
     `device`: auto (CUDA when present, else CPU, with `Deployment.note` saying so), cpu or cuda.
@@ -218,6 +240,8 @@ def launch(plan: Plan, device: str = "auto", *, startup_timeout: float = 120.0,
     message; larger ones go through shared memory (0: always shared memory).
     `backend`: makes the backend that runs the processes (default: `LocalBackend`, this
     machine); `gpu_map`: the CUDA device of each logical GPU (see `layout.layout`).
+    `max_queued`: requests in flight beyond which a new one is refused with 429 (`admission`;
+    default: `admission.default_max_queued(plan)`).
     Raises `LaunchError`, after stopping whatever had started, when any stage fails to build.
     """
     if start_method not in ("forkserver", "spawn"):
@@ -227,7 +251,7 @@ def launch(plan: Plan, device: str = "auto", *, startup_timeout: float = 120.0,
     deployment = Deployment(plan, device=resolved, note=note, start_method=start_method,
                             startup_timeout=startup_timeout, max_restarts=max_restarts,
                             factory_defaults=factory_defaults or {}, inline_bytes=inline_bytes,
-                            backend=backend, gpu_map=gpu_map)
+                            backend=backend, gpu_map=gpu_map, max_queued=max_queued)
     _LIVE.add(deployment)
     deployment._start()
     return deployment

@@ -34,5 +34,11 @@ class Unavailable(RequestFailed):
     status = 503
 
 
+class Overloaded(Unavailable):
+    """Admission control refused the request: the deployment holds as many as it takes."""
+
+    status = 429
+
+
 class RequestTimeout(RequestFailed):
     status = 504

@@ -11,8 +11,11 @@ Request limits (documented; each violation is a 4xx with a JSON message naming t
   A `null` optional field is the same as an absent one; unknown fields are ignored.
 Every field is type-checked before it is used, and no stage sees a request that fails a check.
 `model` is accepted as any string (OpenAI clients send their own names); the served model is the
-plan's. Worker failures answer 503 (process died or restarting) with a `Retry-After` header, stage
-errors 500, timeouts 504. A client that goes away mid-request is one log line, not a traceback.
+plan's. A request beyond the deployment's admission bound (`launcher.admission`) answers 429, and
+worker failures 503 (process died or restarting), both with a `Retry-After` header; stage
+errors 500, timeouts 504. A stream that fails after its headers went out is aborted: the
+connection closes without the final chunk, so clients raise instead of taking a short body for a
+whole one. A client that goes away mid-request is one log line, not a traceback.
 """
 
 from __future__ import annotations
@@ -53,9 +56,10 @@ def _error(status: int, message: str, code: str,
 
 
 def _failed(exc: RequestFailed, deployment: Deployment) -> JSONResponse:
-    """A request the deployment could not serve; a 503 says when to try again."""
+    """A request the deployment could not serve; a 429 (admission control) or 503 says when to
+    try again."""
     headers = None
-    if exc.status == 503:
+    if exc.status in (429, 503):
         headers = {"Retry-After": str(deployment.retry_after())}
     return _error(exc.status, str(exc), type(exc).__name__, headers)
 
@@ -161,6 +165,11 @@ async def _parse(request: Request, max_input_chars: int) -> dict[str, Any]:
     return {"input": text, "format": fmt, "voice": voice, "stream": stream}
 
 
+class _StreamAborted(Exception):
+    """A streamed response failed after its headers went out: the connection is closed without
+    the final chunk, so the client sees a truncated body, not a complete short one."""
+
+
 class _ClientDisconnects:
     """ASGI middleware: a client that goes away before its response is complete (mid-upload or
     mid-stream) is one log line, not a traceback; its request is cancelled by the handler."""
@@ -194,6 +203,12 @@ class _ClientDisconnects:
             await self.app(scope, receive_, send_)
         except ClientDisconnect:
             seen["gone"] = True
+        except _StreamAborted as exc:
+            # Returning without the last body message makes the server close the connection
+            # with the chunked body unterminated: every HTTP client reports that as an error.
+            log.warning("stream of %s %s aborted after %d bytes: %s", scope["method"],
+                        scope["path"], seen["bytes"], exc)
+            return
         except OSError:
             if not seen["gone"]:
                 raise
@@ -265,8 +280,9 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
                 while chunk is not None:
                     yield pcm16(chunk)
                     chunk = await run_in_threadpool(next, chunks, None)
-            except RequestFailed:
-                return  # headers are gone; a short body is how a stream reports failure
+            except RequestFailed as exc:
+                # The status is gone: an unterminated body is how a stream reports failure.
+                raise _StreamAborted(str(exc)) from None
             finally:
                 if not handle.done:
                     handle.cancel()

@@ -1,18 +1,21 @@
 """The local backend's worker side: a control pipe to the supervisor and direct links to peers.
 
 A worker whose stages receive from other processes listens on a Unix-domain socket named after
-the deployment and its process (the abstract namespace on Linux: no file, gone with the process).
-A sender connects on first use, once per (process, stage) it hands payloads to, authenticates
-with the deployment's secret key, and both ends say `Hello`, so every link is tied to one
-incarnation of its peer. A peer that restarts listens again under the same name once its stages
+its process, in a directory of the deployment's own (`socket_dir`: mode 0700, owned by this user,
+checked before use), so no other user's process can even connect; the abstract namespace was
+open to every local process. A sender connects on first use, once per (process, stage) it hands
+payloads to, authenticates with the deployment's secret key, and both ends say `Hello`, so every
+link is tied to one incarnation of its peer. The receiving side runs that handshake on a thread
+of its own, bounded by `HANDSHAKE_S`: a peer that connects and says nothing stalls nothing. A peer that restarts listens again under the same name once its stages
 are built; the old link's end-of-file tells both sides that it died (`PeerGone` for the worker),
 and the next send connects anew.
 
 Who reads what:
 - the stage thread reads the links that carry its payloads, so a payload from another process
   is read, unpacked and run by one thread, with no handoff between threads on the way;
-- the control thread (`receive`) reads the supervisor's pipe, accepts new links, and reads the
-  links this process opened, on which its leases come back.
+- the control thread (`receive`) reads the supervisor's pipe, accepts new connections (their
+  handshake runs on a short-lived thread), and reads the links this process opened, on which
+  its leases come back.
 Connecting happens on the sending thread, so two workers handing payloads to each other never
 wait on one another. Any thread may send.
 """
@@ -22,7 +25,9 @@ from __future__ import annotations
 import multiprocessing.connection as mpc
 import os
 import selectors
-import sys
+import socket
+import stat
+import struct
 import tempfile
 import threading
 import time
@@ -37,14 +42,47 @@ from .protocol import (
 )
 
 LISTEN_RETRY_S = 2.0  # a dead incarnation may hold the address for a moment after it died
+HANDSHAKE_S = 2.0  # a connecting peer has this long to authenticate and say Hello
+
+
+def socket_dir(token: str) -> str:
+    """The private directory of deployment `token`'s sockets: created 0700 on first use; one
+    that exists must be this user's own, 0700 and no symlink, else nothing listens there."""
+    path = os.path.join(tempfile.gettempdir(), f"stage-planner-{os.getuid()}-{token}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise PermissionError(f"{path} is not a private directory of this user (mode 0700); "
+                              "refusing to listen for peers there")
+    return path
 
 
 def address(token: str, process: str) -> str:
     """Where `process` of deployment `token` listens for peers."""
-    name = f"stage-planner-{token}-{safe_name(process)}"
-    if sys.platform.startswith("linux"):
-        return "\0" + name  # abstract namespace: no file, released when the process dies
-    return os.path.join(tempfile.gettempdir(), name + ".sock")
+    return os.path.join(socket_dir(token), safe_name(process))
+
+
+def remove_socket_dir(token: str) -> None:
+    """Remove the deployment's socket directory and what its dead workers left there."""
+    path = os.path.join(tempfile.gettempdir(), f"stage-planner-{os.getuid()}-{token}")
+    try:
+        for name in os.listdir(path):
+            os.unlink(os.path.join(path, name))
+        os.rmdir(path)
+    except OSError:
+        pass  # gone already, or not ours to remove
+
+
+def _receive_timeout(sock: socket.socket, seconds: float) -> None:
+    """Bound every blocking read on the socket's descriptor (0: no bound), also the raw reads
+    a multiprocessing connection makes."""
+    whole = int(seconds)
+    value = struct.pack("ll", whole, int((seconds - whole) * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
 
 
 class LocalChannel:
@@ -57,7 +95,7 @@ class LocalChannel:
         self._notes, self._notes_lock = notes, threading.Lock()
         self._control_reader = FrameReader(control.fileno())
         self._token, self._authkey = token, authkey
-        self._listener: mpc.Listener | None = None
+        self._listener: socket.socket | None = None
         self._lock = threading.Lock()
         self._connecting: dict[tuple[str, str], threading.Lock] = {}
         self._out: dict[tuple[str, str], Link] = {}  # links opened here, by (process, stage)
@@ -130,17 +168,36 @@ class LocalChannel:
 
     def listen(self) -> None:
         where, deadline = address(self._token, self.process), time.monotonic() + LISTEN_RETRY_S
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         while True:
             try:
-                self._listener = mpc.Listener(where, family="AF_UNIX", backlog=64,
-                                              authkey=self._authkey)
+                # The name outlives a dead incarnation (a file); only this process's incarnations
+                # use it, and the one before is gone: its name is taken over.
+                if os.path.exists(where):
+                    os.unlink(where)
+                listener.bind(where)
                 break
             except OSError:
                 if time.monotonic() > deadline:
+                    listener.close()
                     raise
                 time.sleep(0.02)
-        self._watch.selector.register(self._listener._listener._socket, selectors.EVENT_READ,
-                                      "listener")
+        listener.listen(64)
+        listener.setblocking(False)
+        self._listener = listener
+        self._watch.selector.register(listener, selectors.EVENT_READ, "listener")
+
+    def unlisten(self) -> None:
+        """At exit: remove this process's socket name, and the deployment's directory with the
+        last one (no lock: called from a signal handler too)."""
+        if self._listener is None:
+            return
+        where = address(self._token, self.process)
+        try:
+            os.unlink(where)
+            os.rmdir(os.path.dirname(where))
+        except OSError:
+            pass  # another process still listens there, or it is gone already
 
     def receive(self) -> ToWorker:
         while not self._ready:
@@ -170,16 +227,33 @@ class LocalChannel:
             self.forward(PeerGone(link.process, link.pid))
 
     def _accept(self) -> None:
+        """On the control thread: take the connection, and leave its handshake to a thread of
+        its own, so a peer that says nothing holds up nothing here."""
         try:
-            conn = self._listener.accept()  # the peer authenticates itself here
+            sock, _ = self._listener.accept()
+        except OSError:  # BlockingIOError: another wake-up took it; or the peer went away
+            return
+        threading.Thread(target=self._handshake, args=(sock,), name="handshake",
+                         daemon=True).start()
+
+    def _handshake(self, sock: socket.socket) -> None:
+        sock.setblocking(True)
+        _receive_timeout(sock, HANDSHAKE_S)
+        conn = mpc.Connection(os.dup(sock.fileno()))  # options stay with `sock`, the same socket
+        try:
+            mpc.deliver_challenge(conn, self._authkey)  # the peer authenticates itself here
+            mpc.answer_challenge(conn, self._authkey)
             hello = decode(conn.recv_bytes())
             conn.send_bytes(encode(Hello(self.process, self.pid)))
-        except (OSError, EOFError, mpc.AuthenticationError):
-            return  # a peer that died while connecting, or a stranger
-        inbox = self._inboxes.get(hello.stage)
-        if inbox is None:
-            conn.close()
+            inbox = self._inboxes.get(hello.stage)
+            if inbox is None:
+                raise EOFError("no such stage here")
+            _receive_timeout(sock, 0)  # a link waits as long as its peer lives
+        except Exception:  # noqa: BLE001 - a peer that died while connecting, a stranger, or
+            conn.close()  # a silent one: dropped, and nothing else waited for it
             return
+        finally:
+            sock.close()
         link = Link(conn, hello.process, hello.pid, hello.stage, outbound=False)
         self._add(link)
         inbox.watch.adopt(link)

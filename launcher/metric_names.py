@@ -9,6 +9,7 @@ series (and what a parser reports) is the name plus `_total`.
 STAGE_LATENCY = "stage_planner_stage_latency_seconds"  # histogram, label stage
 REQUEST_LATENCY = "stage_planner_request_latency_seconds"  # histogram, label model
 REQUESTS = "stage_planner_requests"  # counter, label outcome: ok | error | cancelled
+REFUSALS = "stage_planner_requests_refused"  # counter, label reason (see launcher.admission)
 REQUESTS_IN_FLIGHT = "stage_planner_requests_in_flight"  # gauge
 QUEUE_DEPTH = "stage_planner_stage_queue_depth"  # gauge, labels stage, process
 PROCESS_RSS = "stage_planner_process_rss_bytes"  # gauge, label process

@@ -75,6 +75,7 @@ class Sample:
     outcomes: Mapping[str, int]
     in_flight: int
     processes: tuple[ProcessSample, ...]
+    refusals: Mapping[str, int] = field(default_factory=dict)  # reason -> requests refused
 
 
 def render(sample: Sample, accept: str | None = None) -> tuple[str, str]:
@@ -105,6 +106,9 @@ class _Collector:
                                         labels=["model", *extra])
         outcomes = CounterMetricFamily(M.REQUESTS, "Finished requests by outcome.",
                                        labels=["outcome", *extra])
+        refused = CounterMetricFamily(M.REFUSALS, "Requests refused at the door, by reason "
+                                      "(queue_full: 429; restarting, not_running: 503).",
+                                      labels=["reason", *extra])
         in_flight = GaugeMetricFamily(M.REQUESTS_IN_FLIGHT, "Requests submitted, not finished.",
                                       labels=extra)
         depth = GaugeMetricFamily(M.QUEUE_DEPTH, "Payloads waiting in a stage's inbox.",
@@ -128,6 +132,8 @@ class _Collector:
                                s.request_latency.total)
             for outcome, n in s.outcomes.items():
                 outcomes.add_metric([outcome, *r], n)
+            for reason, n in s.refusals.items():
+                refused.add_metric([reason, *r], n)
             in_flight.add_metric(r, s.in_flight)
             for p in s.processes:
                 for name, n in p.depths.items():
@@ -140,7 +146,7 @@ class _Collector:
                 size.add_metric([p.name, *r], p.shm.bytes)
                 if p.cuda_allocated is not None:
                     cuda.add_metric([p.name, str(p.gpu), *r], p.cuda_allocated)
-        yield from (stage, request, outcomes, in_flight, depth, rss, restarts, blocks, size)
+        yield from (stage, request, outcomes, refused, in_flight, depth, rss, restarts, blocks, size)
         if cuda.samples:
             yield cuda
 

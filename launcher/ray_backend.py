@@ -35,7 +35,7 @@ from typing import Any
 
 from planner import Cluster, Node
 
-from . import ipc
+from . import ipc, links
 from .backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
 from .errors import LaunchError
 from .layout import with_fresh_rendezvous
@@ -248,6 +248,7 @@ class RayBackend:
         self._selector.close()
         self._wake_r.close()
         self._wake_w.close()
+        links.remove_socket_dir(self.token)  # the workers' sockets, when they ran on this host
 
     def where(self, process: str) -> dict[str, Any]:
         """Where Ray runs `process`: node, actor name and id, and the GPU ids it assigned."""

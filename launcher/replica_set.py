@@ -2,9 +2,13 @@
 
 Each replica is a `Deployment` of its own (its supervisor, its processes, its restarts) on the
 node and GPUs the planner packed it onto; `ReplicaSet` has the `Deployment` facade, so the HTTP
-server and `serve` take either. A request goes to the running replica with the fewest requests in
-flight (ties: the one that took a request longest ago), so a slow or restarting replica is not
-given more. The set fails only when every replica failed; until then /health says "degraded".
+server and `serve` take either. A request goes to the replica with the fewest requests in flight
+(ties: the one that took a request longest ago) among those that would take it now: every
+process ready (a replica with a process restarting, or with one dead whose death is not noticed
+yet, gets nothing while another is healthy) and below its admission bound. When none would, the
+least busy of the rest refuses it (429 when all are full, 503 otherwise), and the refusal is
+counted on that replica's /metrics. The set fails only when every replica failed; until then
+/health says "degraded".
 """
 
 from __future__ import annotations
@@ -52,13 +56,23 @@ class ReplicaSet:
     # -- requests --------------------------------------------------------------------------------
     def submit(self, text: str, voice: str | None = None, stream: bool = False) -> SpeechRequest:
         with self._lock:
-            running = [i for i, d in enumerate(self.replicas) if d.state == "running"]
-            if not running:
-                raise Unavailable("no replica is running: " + "; ".join(
-                    f"replica {i} is {d.state}" for i, d in enumerate(self.replicas)))
-            i = min(running, key=lambda i: (self.replicas[i].in_flight, self._last[i]))
+            i = self._choose()
             self._last[i] = next(self._turn)
-        return self.replicas[i].submit(text, voice, stream)
+        try:
+            return self.replicas[i].submit(text, voice, stream)
+        except Unavailable as exc:
+            if not any(d.state == "running" for d in self.replicas):
+                raise Unavailable("no replica is running: " + "; ".join(
+                    f"replica {i} is {d.state}" for i, d in enumerate(self.replicas))) from exc
+            raise
+
+    def _choose(self) -> int:
+        """The replica for the next request (see the module's docstring)."""
+        why = [d.refusal() for d in self.replicas]
+        # Best first: would take it; only full; a process restarting; not running at all.
+        rank = {None: 0, "queue_full": 1, "restarting": 2, "not_running": 3}
+        return min(range(len(self.replicas)), key=lambda i: (
+            rank[why[i]], self.replicas[i].in_flight, self._last[i]))
 
     def synthesize(self, text: str, voice: str | None = None,
                    timeout: float | None = 120.0) -> Audio:

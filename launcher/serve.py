@@ -26,6 +26,7 @@ from .console import WorkerWatch
 from .deployment import launch
 from .errors import LaunchError
 from .http import create_app
+from .http_timeouts import KEEP_ALIVE_S, guarded
 
 EXIT_OK = 0
 EXIT_BAD_ADDRESS = 2
@@ -130,7 +131,8 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
     app = create_app(deployment, topology_json)
     # uvicorn's own grace period is only a backstop: the drain below ends first.
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
-                            timeout_graceful_shutdown=drain_timeout + 5.0)
+                            timeout_graceful_shutdown=drain_timeout + 5.0, http=guarded(),
+                            timeout_keep_alive=KEEP_ALIVE_S)
     server = _Server(config)
     code = EXIT_OK
 

@@ -100,14 +100,22 @@ def _weights(seed: int, salt: str):
 
 _PREPARED: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _PREPARED_LOCK = threading.Lock()
-_PREPARED_CAP = 256  # a failed request never pops its entry; keep the registry bounded
+# A request that failed before its consumer ran never pops its entry: the registry is bounded,
+# oldest out first. The launcher offers `max_prepared` from its admission bound
+# (`launcher.admission.registry_size`), so every request it lets in keeps its entry.
+_PREPARED_CAP = [256]
+
+
+def _hold_at_least(n: int) -> None:
+    with _PREPARED_LOCK:
+        _PREPARED_CAP[0] = max(_PREPARED_CAP[0], n)
 
 
 def _publish(entry: dict[str, Any]) -> str:
     key = uuid.uuid4().hex
     with _PREPARED_LOCK:
         _PREPARED[key] = entry
-        while len(_PREPARED) > _PREPARED_CAP:
+        while len(_PREPARED) > _PREPARED_CAP[0]:
             _PREPARED.popitem(last=False)
     return key
 
@@ -123,6 +131,14 @@ def _lookup(payload: Mapping[str, Any], consumer: str, process: str, *, pop: boo
         entry = _PREPARED.pop(key, None) if pop else _PREPARED.get(key)
     if entry is None:
         origin = payload.get("prepared_by", "another process")
+        if payload.get("prepared_pid") == os.getpid():
+            raise RuntimeError(
+                f"{consumer}: prepared request {key[:8]} was published in this process "
+                f"('{process}', pid {os.getpid()}) but is no longer in its registry: more than "
+                f"{_PREPARED_CAP[0]} prepared requests were waiting at once, and the oldest were "
+                "dropped. hint: admit fewer requests at once (planner serve --max-queued), or "
+                "offer the stages a larger max_prepared."
+            )
         raise RuntimeError(
             f"process-local handoff broken: prepared request {key[:8]} was published by "
             f"{origin}, but {consumer} runs in process '{process}' (pid {os.getpid()}), whose "
@@ -175,7 +191,9 @@ def expected_samples(text: str, frames_per_token: float = 1.0, max_frames: int =
 
 
 class Preprocessing:
-    def __init__(self, seed: int, prepared_requests: str, process_name: str) -> None:
+    def __init__(self, seed: int, prepared_requests: str, process_name: str,
+                 max_prepared: int = 256) -> None:
+        _hold_at_least(max_prepared)
         self.seed = seed
         self.mode = _check_mode(prepared_requests)
         self.process_name = process_name
@@ -187,13 +205,16 @@ class Preprocessing:
         if self.mode == PAYLOAD:
             return prepared
         who = f"process '{self.process_name}' (pid {os.getpid()})"
-        return {"prepared_request": _publish(prepared), "prepared_by": who}
+        return {"prepared_request": _publish(prepared), "prepared_by": who,
+                "prepared_pid": os.getpid()}
 
 
 def preprocessing(*, seed: int = 0, prepared_requests: str = PAYLOAD, process_name: str = "?",
-                  size: str = "base") -> Preprocessing:
+                  size: str = "base", max_prepared: int = 256) -> Preprocessing:
+    """`max_prepared`: how many prepared requests (process_local) this process's registry holds
+    at least; the launcher offers its admission bound's (`admission.registry_size`)."""
     _size(size)
-    return Preprocessing(seed, prepared_requests, process_name)
+    return Preprocessing(seed, prepared_requests, process_name, max_prepared)
 
 
 class ReferenceEncoder:
@@ -343,6 +364,8 @@ class CodecGenerator:
                     "tokens": None,
                     "reference_audio": None,
                     "prepared_request": None,
+                    "prepared_by": None,
+                    "prepared_pid": None,
                 }
                 sent = len(frames)
 

@@ -20,8 +20,9 @@ import threading
 import torch
 
 from . import ipc
+from .admission import Refusals
 from .backend import Backend, Exited, Received, Unit
-from .errors import RequestFailed, StageFailed, Unavailable, WorkerDied
+from .errors import Overloaded, RequestFailed, StageFailed, Unavailable, WorkerDied
 from .layout import Layout
 from .metrics import Histogram
 from .procs import Proc, exit_text, startup_failure
@@ -38,9 +39,11 @@ POLL_S = 0.1
 
 class Supervisor:
     def __init__(self, layout: Layout, backend: Backend, policy: RestartPolicy, stages: list[str],
-                 shm_prefix: str) -> None:
+                 shm_prefix: str, max_queued: int) -> None:
         self.layout, self.backend, self.policy = layout, backend, policy
         self.shm_prefix = shm_prefix
+        self.max_queued = max_queued  # admission control (`admission`)
+        self.refusals = Refusals()
         self.lock = threading.RLock()
         self.units: dict[str, Unit] = {u.name: u for u in layout.units}
         self.procs = {w.name: Proc(w, u.name) for u in layout.units for w in u.workers}
@@ -77,6 +80,20 @@ class Supervisor:
         self._receiver.close()
 
     def _loop(self) -> None:
+        """The supervisor's thread. Should it ever die of a bug, the deployment fails with the
+        reason (so /health says so and `serve` exits non-zero) instead of serving nothing."""
+        try:
+            self._watch()
+        except BaseException as exc:  # noqa: BLE001 - reported, then the deployment stops
+            reason = f"the supervisor thread died: {type(exc).__name__}: {exc}"
+            with self.lock:
+                self.state, self.failure = "failed", reason
+            try:
+                self.give_up(reason)
+            finally:
+                self.failed.set()
+
+    def _watch(self) -> None:
         while not self._stop.is_set():
             for event in self.backend.events(POLL_S):
                 match event:
@@ -91,13 +108,8 @@ class Supervisor:
     # -- requests --------------------------------------------------------------------------------
     def submit(self, text: str, voice: str | None, stream: bool) -> SpeechRequest:
         with self.lock:
-            if self.state != "running":
-                why = f": {self.failure}" if self.failure else ""
-                raise Unavailable(f"deployment is {self.state}{why}")
             targets = [self.procs[self.layout.home[s]] for s in self.layout.entry]
-            for p in targets:
-                if p.state != "ready":
-                    raise Unavailable(f"{p.describe()} is {p.state}")
+            self._admit(targets)
             handle = SpeechRequest(next(self._ids), stream, self.finish)
             self.table.open(handle, {p.name for p in targets})
         payload = ipc.Packed(None, (), {"text": text, "voice": voice})
@@ -106,6 +118,32 @@ class Supervisor:
                                                      payload)):
                 self.finish(handle.id, WorkerDied(f"{p.describe()} is not reachable"))
         return handle
+
+    def refusal(self) -> tuple[str, RequestFailed] | None:
+        """Why a new request would be refused now (reason, error), or None. Every process must
+        be ready and alive: a request needs all its stages, and one that died a moment ago (not
+        yet noticed: up to `POLL_S`) would only fail it."""
+        if self.state != "running":
+            why = f": {self.failure}" if self.failure else ""
+            return "not_running", Unavailable(f"deployment is {self.state}{why}")
+        alive = getattr(self.backend, "alive", None)
+        for p in self.procs.values():
+            if p.state != "ready":
+                return "restarting", Unavailable(f"{p.describe()} is {p.state}")
+            if alive is not None and not alive(p.name):
+                return "restarting", Unavailable(f"{p.describe()} has just died")
+        if len(self.table) >= self.max_queued:
+            return "queue_full", Overloaded(
+                f"the deployment holds {len(self.table)} requests, its limit (--max-queued "
+                f"{self.max_queued}); retry shortly")
+        return None
+
+    def _admit(self, targets: list[Proc]) -> None:
+        """Raise (and count) the refusal of a new request, if it is refused."""
+        refused = self.refusal()
+        if refused is not None:
+            self.refusals.count(refused[0])
+            raise refused[1]
 
     def finish(self, request_id: int, error: RequestFailed, outcome: str = "error") -> None:
         """Fail or cancel a request: its caller gets `error`, and every process drops it (its

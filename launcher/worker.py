@@ -126,8 +126,11 @@ class Worker:
 
     def exit(self, code: int) -> None:
         """Leave nothing behind: unlink this process's blocks (by name: no lock, so this is safe
-        in a signal handler), then exit at once."""
+        in a signal handler), and its listening socket's name, then exit at once."""
         ipc.sweep(self.pool.prefix)
+        unlisten = getattr(self.channel, "unlisten", None)
+        if unlisten is not None:
+            unlisten()
         os._exit(code)
 
     def _stats_forever(self) -> None:

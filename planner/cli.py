@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, default=8000,
                    help="TCP port, 0 to 65535 (default 8000; 0 picks any free port)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--max-queued", type=_bounded_int(1, MAX_QUEUED), metavar="N",
+                   help="requests in flight per replica beyond which new ones get HTTP 429 with "
+                        "Retry-After at once (default: 64 per worker process of the plan)")
     _add_scale_args(p, cluster=False)
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local: the replicas run on this machine (default); ray: on a Ray "
@@ -130,6 +133,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench_parser(sub)
     _add_tune_parser(sub)
     return parser
+
+
+MAX_QUEUED = 1_000_000
+
+
+def _bounded_int(low: int, high: int):
+    """An argparse type: a whole number from `low` to `high`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is outside {low}..{high}")
+        return value
+    return parse
 
 
 def _positive(kind):
@@ -356,7 +375,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if isinstance(serve, int):
             return serve
         return serve(result.plan, result.to_dict(), host=args.host, port=args.port,
-                      device=args.device)
+                      device=args.device, max_queued=args.max_queued)
     return _serve_replicas(args)
 
 
@@ -414,7 +433,8 @@ def _serve_replicas(args: argparse.Namespace) -> int:
 
         def start():
             return launch_replicas(result.plan, result.packing, args.device,
-                                   backend=args.backend, session=session, cluster=cluster)
+                                   backend=args.backend, session=session, cluster=cluster,
+                                   max_queued=args.max_queued)
 
         return serve(result.plan, result.to_dict(), host=args.host, port=args.port,
                      device=args.device, start=start)

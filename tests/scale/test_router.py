@@ -1,0 +1,80 @@
+"""The replica front door avoids the sick: a replica whose process died or is restarting gets no
+new request while another is healthy, so killing a worker of one replica under load fails only
+the requests that replica held."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import planner
+from launcher.errors import RequestFailed
+from launcher.replica_set import launch_replicas
+from planner import Cluster, Node
+from planner.api import solve_replicas
+
+TINY = {"size": "tiny"}
+TEXT = "one replica is sick, the other one is fine"
+
+
+def gone(pid: int) -> bool:
+    """Dead: no such process, or a zombie nobody reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_of_one_replica_fails_no_new_request_while_the_other_is_healthy():
+    pipeline = planner.load_pipeline(model_path="qwen3-tts")
+    result = solve_replicas(pipeline, Cluster((Node("local", 0, 4),)), 2, gpus=False)
+    assert result.ok
+    outcomes: list[tuple[float, str]] = []  # (submitted at, "ok" or the error)
+    stop = threading.Event()
+    with launch_replicas(result.plan, result.packing, "cpu", factory_defaults=TINY) as replicas:
+
+        def client() -> None:
+            while not stop.is_set():
+                submitted = time.monotonic()
+                try:
+                    replicas.submit(TEXT).result(60)
+                    outcomes.append((submitted, "ok"))
+                except RequestFailed as exc:
+                    outcomes.append((submitted, f"{exc.status}: {exc}"))
+
+        threads = [threading.Thread(target=client) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            wait_for(lambda: len(outcomes) >= 6, 60, "requests to flow")
+            victim = replicas.replicas[0].worker_pids()["pipeline"]
+            os.kill(victim, signal.SIGKILL)
+            wait_for(lambda: gone(victim), 10, "the worker's death")
+            dead_at = time.monotonic()
+            wait_for(lambda: replicas.health()["status"] == "degraded", 10, "degraded")
+            wait_for(lambda: replicas.health()["status"] == "ok", 60, "the restart")
+            back_at = time.monotonic()
+            wait_for(lambda: sum(s > back_at for s, _ in outcomes) >= 3, 60, "more requests")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+        after = [(s, o) for s, o in outcomes if s > dead_at]
+        assert after and all(o == "ok" for _, o in after), [o for _, o in after if o != "ok"]
+        assert replicas.replicas[0].health()["processes"][0]["restarts"] == 1
+        failed = [o for _, o in outcomes if o != "ok"]
+        assert all(o.startswith("503") for o in failed), failed  # those replica 0 held
