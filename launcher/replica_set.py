@@ -50,7 +50,8 @@ class ReplicaSet:
         self._closed = False
 
     # -- requests --------------------------------------------------------------------------------
-    def submit(self, text: str, voice: str | None = None, stream: bool = False) -> SpeechRequest:
+    def submit(self, text: str, voice: str | None = None, stream: bool = False,
+               options: Mapping[str, Any] | None = None) -> SpeechRequest:
         with self._lock:
             running = [i for i, d in enumerate(self.replicas) if d.state == "running"]
             if not running:
@@ -58,7 +59,7 @@ class ReplicaSet:
                     f"replica {i} is {d.state}" for i, d in enumerate(self.replicas)))
             i = min(running, key=lambda i: (self.replicas[i].in_flight, self._last[i]))
             self._last[i] = next(self._turn)
-        return self.replicas[i].submit(text, voice, stream)
+        return self.replicas[i].submit(text, voice, stream, options)
 
     def synthesize(self, text: str, voice: str | None = None,
                    timeout: float | None = 120.0) -> Audio:
