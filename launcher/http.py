@@ -9,7 +9,8 @@ Request limits (documented; each violation is a 4xx with a JSON message naming t
 - `response_format`: `wav` (default), `pcm` (raw 16-bit little-endian mono at the card's sample
   rate, `X-Sample-Rate`), `flac` or `mp3` (with soundfile, see `encode`; not with `stream`) -> else
   400;
-- `voice`: a string of valid Unicode, one of the card's `voices` when it lists them; `model`: a
+- `voice`: a string of valid Unicode, one of the card's `voices` (or `default`) when it lists
+  them; `model`: a
   string; `stream`: a boolean; `speed`: a number from 0.25 to 4.0 (OpenAI's range; sent to the
   stages only when given) -> else 400.
   A `null` optional field is the same as an absent one; unknown fields are ignored.
@@ -46,6 +47,7 @@ from .requests import SpeechRequest
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm",
                **{f: media for f, (_, _, media) in encode.COMPRESSED.items()}}
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
+DEFAULT_VOICE = "default"  # always accepted: the card's first voice (the bench client sends it)
 
 log = logging.getLogger(__name__)
 
@@ -164,9 +166,10 @@ async def _parse(request: Request, max_input_chars: int,
     voice = body.get("voice")
     if voice is not None:
         _unicode("voice", voice)
-        if voices and voice not in voices:
+        if voices and voice not in (*voices, DEFAULT_VOICE):
             raise _BadRequest(400, f"'voice' {_shown(voice)} is not a voice of this model; "
-                                   f"it has {', '.join(voices)}", "invalid_voice")
+                                   f"it has {', '.join(voices)} (or {DEFAULT_VOICE})",
+                              "invalid_voice")
     stream = body.get("stream")
     stream = False if stream is None else stream
     if not isinstance(stream, bool):
