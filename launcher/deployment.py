@@ -25,7 +25,7 @@ from typing import Any
 
 from planner import Plan
 
-from . import ipc, metrics
+from . import ipc, metrics, preflight
 from .admission import default_max_queued, registry_size
 from .audio import Audio
 from .backend import Backend
@@ -91,9 +91,13 @@ class Deployment:
             raise LaunchError(sup.startup_failure)
 
     # -- requests --------------------------------------------------------------------------------
-    def submit(self, text: str, voice: str | None = None, stream: bool = False) -> SpeechRequest:
-        """Start synthesising `text`. Raises `Unavailable` when the deployment cannot take it."""
-        return self._supervisor.submit(text, voice, stream)
+    def submit(self, text: str, voice: str | None = None, stream: bool = False,
+               options: Mapping[str, Any] | None = None) -> SpeechRequest:
+        """Start synthesising `text`. Raises `Unavailable` when the deployment cannot take it.
+        `options`: more fields of the entry stages' payload (e.g. `speed`)."""
+        handle = self._supervisor.submit(text, voice, stream, options)
+        handle.sample_rate = self.plan.sample_rate
+        return handle
 
     def synthesize(self, text: str, voice: str | None = None,
                    timeout: float | None = 120.0) -> Audio:
@@ -247,6 +251,10 @@ def launch(plan: Plan, device: str = "auto", *, startup_timeout: float = 120.0,
     if start_method not in ("forkserver", "spawn"):
         raise LaunchError("start_method must be forkserver or spawn: plain fork is unsafe with "
                           "torch")
+    try:
+        preflight.check(plan)
+    except preflight.SetupError as exc:
+        raise LaunchError(str(exc)) from None
     resolved, note = resolve_device(device)
     deployment = Deployment(plan, device=resolved, note=note, start_method=start_method,
                             startup_timeout=startup_timeout, max_restarts=max_restarts,

@@ -6,8 +6,13 @@ Request limits (documented; each violation is a 4xx with a JSON message naming t
   400; over `MAX_BODY_BYTES` (1 MiB) -> 413;
 - `input`: a non-empty string of at most `MAX_INPUT_CHARS` (4096) characters that is valid Unicode
   (encodable as UTF-8: no lone surrogates such as a JSON "\\ud800") -> else 400;
-- `response_format`: `wav` (default) or `pcm` (raw 16-bit little-endian mono at 24 kHz) -> else 400;
-- `voice`: a string of valid Unicode, `model`: a string; `stream`: a boolean -> else 400.
+- `response_format`: `wav` (default), `pcm` (raw 16-bit little-endian mono at the card's sample
+  rate, `X-Sample-Rate`), `flac` or `mp3` (with soundfile, see `encode`; not with `stream`) -> else
+  400;
+- `voice`: a string of valid Unicode, one of the card's `voices` (or `default`) when it lists
+  them; `model`: a
+  string; `stream`: a boolean; `speed`: a number from 0.25 to 4.0 (OpenAI's range; sent to the
+  stages only when given) -> else 400.
   A `null` optional field is the same as an absent one; unknown fields are ignored.
 Every field is type-checked before it is used, and no stage sees a request that fails a check.
 `model` is accepted as any string (OpenAI clients send their own names); the served model is the
@@ -35,13 +40,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from . import encode
 from .audio import SAMPLE_RATE, pcm16, wav_header
 from .deployment import Deployment
 from .errors import RequestFailed
 from .limits import MAX_BODY_BYTES, MAX_INPUT_CHARS, REQUEST_TIMEOUT_S
 from .requests import SpeechRequest
 
-MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
+MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm",
+               **{f: media for f, (_, _, media) in encode.COMPRESSED.items()}}
+MIN_SPEED, MAX_SPEED = 0.25, 4.0
+DEFAULT_VOICE = "default"  # always accepted: the card's first voice (the bench client sends it)
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +131,8 @@ async def _read(request: Request) -> bytes:
     return b"".join(parts)
 
 
-async def _parse(request: Request, max_input_chars: int) -> dict[str, Any]:
+async def _parse(request: Request, max_input_chars: int,
+                 voices: tuple[str, ...] = ()) -> dict[str, Any]:
     raw = await _read(request)
     try:
         body = json.loads(raw, parse_constant=_no_constants)
@@ -149,6 +159,9 @@ async def _parse(request: Request, max_input_chars: int) -> dict[str, Any]:
     if not isinstance(fmt, str) or fmt not in MEDIA_TYPES:
         raise _BadRequest(400, f"'response_format' must be one of {', '.join(MEDIA_TYPES)}, not "
                                f"{_shown(fmt)}", "unsupported_response_format")
+    if fmt in encode.COMPRESSED and (why := encode.available()) is not None:
+        raise _BadRequest(400, f"'response_format' {fmt} {why}; or ask for wav or pcm",
+                          "unsupported_response_format")
     for key in ("voice", "model"):
         value = body.get(key)
         if value is not None and not isinstance(value, str):
@@ -157,12 +170,27 @@ async def _parse(request: Request, max_input_chars: int) -> dict[str, Any]:
     voice = body.get("voice")
     if voice is not None:
         _unicode("voice", voice)
+        if voices and voice not in (*voices, DEFAULT_VOICE):
+            raise _BadRequest(400, f"'voice' {_shown(voice)} is not a voice of this model; "
+                                   f"it has {', '.join(voices)} (or {DEFAULT_VOICE})",
+                              "invalid_voice")
     stream = body.get("stream")
     stream = False if stream is None else stream
     if not isinstance(stream, bool):
         raise _BadRequest(400, f"'stream' must be true or false, not {_shown(stream)}",
                           "invalid_stream")
-    return {"input": text, "format": fmt, "voice": voice, "stream": stream}
+    if stream and fmt in encode.COMPRESSED:
+        raise _BadRequest(400, f"'stream' is not available with 'response_format' {fmt} (its "
+                               "encoder writes the header last); stream wav or pcm",
+                          "invalid_stream")
+    speed = body.get("speed")
+    if speed is not None and (isinstance(speed, bool) or not isinstance(speed, int | float)
+                              or not MIN_SPEED <= speed <= MAX_SPEED):
+        raise _BadRequest(400, f"'speed' must be a number from {MIN_SPEED} to {MAX_SPEED}, not "
+                               f"{speed if isinstance(speed, int | float) else _shown(speed)}",
+                          "invalid_speed")
+    options = {} if speed is None else {"speed": float(speed)}
+    return {"input": text, "format": fmt, "voice": voice, "stream": stream, "options": options}
 
 
 class _StreamAborted(Exception):
@@ -245,15 +273,23 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
                request_timeout: float = REQUEST_TIMEOUT_S) -> Starlette:
     """The ASGI app for `deployment`; `topology` is served as-is at /v1/topology."""
 
+    plan = getattr(deployment, "plan", None)
+    sample_rate = getattr(plan, "sample_rate", SAMPLE_RATE)
+    voices = tuple(getattr(plan, "voices", ()))
+
     async def speech(request: Request) -> Response:
         try:
-            req = await _parse(request, max_input_chars)
+            req = await _parse(request, max_input_chars, voices)
         except _BadRequest as bad:
             return bad.response
-        headers = {"X-Sample-Rate": str(SAMPLE_RATE)}
+        headers = {"X-Sample-Rate": str(sample_rate)}
         media = MEDIA_TYPES[req["format"]]
         try:
-            handle = deployment.submit(req["input"], req["voice"], stream=req["stream"])
+            if req["options"]:
+                handle = deployment.submit(req["input"], req["voice"], stream=req["stream"],
+                                           options=req["options"])
+            else:
+                handle = deployment.submit(req["input"], req["voice"], stream=req["stream"])
         except RequestFailed as exc:
             return _failed(exc, deployment)
         if not req["stream"]:
@@ -262,7 +298,11 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
                                            run_in_threadpool(handle.result, request_timeout))
             except RequestFailed as exc:
                 return _failed(exc, deployment)
-            body = audio.wav() if req["format"] == "wav" else audio.pcm16()
+            if req["format"] in encode.COMPRESSED:
+                body = await run_in_threadpool(encode.encode, audio.samples, sample_rate,
+                                               req["format"])
+            else:
+                body = audio.wav() if req["format"] == "wav" else audio.pcm16()
             return Response(body, media_type=media, headers=headers)
 
         chunks = handle.chunks(request_timeout)
@@ -275,7 +315,7 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
         async def body():
             try:
                 if req["format"] == "wav":
-                    yield wav_header(SAMPLE_RATE, None)
+                    yield wav_header(sample_rate, None)
                 chunk = first
                 while chunk is not None:
                     yield pcm16(chunk)

@@ -54,12 +54,13 @@ class ReplicaSet:
         self._closed = False
 
     # -- requests --------------------------------------------------------------------------------
-    def submit(self, text: str, voice: str | None = None, stream: bool = False) -> SpeechRequest:
+    def submit(self, text: str, voice: str | None = None, stream: bool = False,
+               options: Mapping[str, Any] | None = None) -> SpeechRequest:
         with self._lock:
             i = self._choose()
             self._last[i] = next(self._turn)
         try:
-            return self.replicas[i].submit(text, voice, stream)
+            return self.replicas[i].submit(text, voice, stream, options)
         except Unavailable as exc:
             if not any(d.state == "running" for d in self.replicas):
                 raise Unavailable("no replica is running: " + "; ".join(

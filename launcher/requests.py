@@ -28,10 +28,11 @@ class SpeechRequest:
     process that holds it, at its next chunk or stage boundary."""
 
     def __init__(self, request_id: int, stream: bool,
-                 cancel: Callable[[int, RequestFailed, str], None]) -> None:
+                 cancel: Callable[[int, RequestFailed, str], None],
+                 sample_rate: int = SAMPLE_RATE) -> None:
         self.id = request_id
         self.stream = stream
-        self.sample_rate = SAMPLE_RATE
+        self.sample_rate = sample_rate  # the plan's (its card's `sample_rate`)
         self.done = False
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._cancel = cancel

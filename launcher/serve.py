@@ -2,7 +2,8 @@
 
 Exit codes: 0 after a clean stop (SIGINT/SIGTERM), `EXIT_BAD_ADDRESS` (2) when host:port cannot be
 listened on (a host that does not resolve, a port outside 0-65535 or taken; checked before any
-worker starts), `EXIT_LAUNCH_FAILED` (3) when the workers could not start, `EXIT_RUNTIME_FAILED`
+worker starts) or when a stage needs something not installed (`preflight`: e.g. the espeak-ng
+program; nothing started), `EXIT_LAUNCH_FAILED` (3) when the workers could not start, `EXIT_RUNTIME_FAILED`
 (4) when the deployment gave up (restart limit). (1 and 2 are also `planner solve`'s infeasible and
 invalid results.)
 """
@@ -27,9 +28,11 @@ from .deployment import launch
 from .errors import LaunchError
 from .http import create_app
 from .http_timeouts import KEEP_ALIVE_S, guarded
+from .preflight import SetupError, check
 
 EXIT_OK = 0
 EXIT_BAD_ADDRESS = 2
+EXIT_MISSING_SETUP = 2  # a stage needs something not installed (`preflight`)
 EXIT_LAUNCH_FAILED = 3
 EXIT_RUNTIME_FAILED = 4
 DRAIN_TIMEOUT_S = 30.0
@@ -111,6 +114,11 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
     facade), and is called only once the address is known to be free.
     """
     out, err = out or sys.stdout, err or sys.stderr
+    try:
+        check(plan)
+    except SetupError as exc:
+        print(f"error: {exc}", file=err, flush=True)
+        return EXIT_MISSING_SETUP
     try:
         sock = _listen(host, port)
     except (OSError, ValueError) as exc:

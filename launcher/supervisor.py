@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -106,13 +108,14 @@ class Supervisor:
                     self._start_unit(self.units[unit])
 
     # -- requests --------------------------------------------------------------------------------
-    def submit(self, text: str, voice: str | None, stream: bool) -> SpeechRequest:
+    def submit(self, text: str, voice: str | None, stream: bool,
+               options: Mapping[str, Any] | None = None) -> SpeechRequest:
         with self.lock:
             targets = [self.procs[self.layout.home[s]] for s in self.layout.entry]
             self._admit(targets)
             handle = SpeechRequest(next(self._ids), stream, self.finish)
             self.table.open(handle, {p.name for p in targets})
-        payload = ipc.Packed(None, (), {"text": text, "voice": voice})
+        payload = ipc.Packed(None, (), {"text": text, "voice": voice, **(options or {})})
         for stage, p in zip(self.layout.entry, targets):
             if not self.backend.send(p.name, Deliver(stage, handle.id, CLIENT, None, True,
                                                      payload)):

@@ -108,6 +108,8 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
         handoffs=handoffs,
         entry_stages=tuple(s for s in pl.stage_names if s not in targets),
         terminal_stages=tuple(s for s in pl.stage_names if s not in sources),
+        sample_rate=pl.sample_rate,
+        voices=pl.voices,
     )
     changed = any(grp.changed for grp in groups) or any(
         s.fraction_source == "recommended" for s in stages)

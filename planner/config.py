@@ -30,6 +30,8 @@ PIPELINE_KEYS = {
     "process_edge_resources": "list of {edge, fractions}: fractions to apply when edge is split",
     "fused_stages": "list of stage lists that always share one process",
     "placement": "max_total_gpu_memory_fraction_per_gpu, require_memory_fraction_for_colocation",
+    "sample_rate": "Hz of the audio the terminal stage returns (default 24000)",
+    "voices": "the voice names a request may ask for (default: any)",
 }
 CARD_KEYS = {
     "display_name": "human name of the model",
@@ -42,6 +44,8 @@ STAGE_KEYS = (
     "name", "process", "gpu", "tp_size", "next", "stream_to", "wait_for", "terminal", "factory",
     "args", "runtime",
 )
+DEFAULT_SAMPLE_RATE = 24_000  # the stand-in stages' rate; a card of a real model declares its own
+SAMPLE_RATES = (8_000, 192_000)  # the range a sample_rate may take, in Hz
 PLACEMENT_KEYS = ("max_total_gpu_memory_fraction_per_gpu", "require_memory_fraction_for_colocation")
 
 # Names travel into flags (`--stage-process STAGE=PROCESS`), DOT, tables, metrics labels and output
@@ -502,6 +506,8 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
     resources = _check_edge_resources(scope, raw.get("process_edge_resources"))
     fused = _check_fused_stages(scope, raw.get("fused_stages"))
     policy = _check_placement(scope, raw.get("placement"))
+    sample_rate = _check_sample_rate(scope, raw.get("sample_rate"))
+    voices = _check_voices(scope, raw.get("voices"))
     if scope.issues:
         raise ConfigError(scope.issues)
     return Pipeline(
@@ -515,6 +521,8 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
         fused_stages=fused,
         placement=policy,
         source=source,
+        sample_rate=sample_rate,
+        voices=voices,
     )
 
 
@@ -714,3 +722,24 @@ def _check_placement(scope: _Scope, value: Any) -> PlacementPolicy:
                     "true or false")
         req = True
     return PlacementPolicy(limit_v if limit_v is not None else 1.0, req)
+
+
+def _check_sample_rate(scope: _Scope, value: Any) -> int:
+    if value is None:
+        return DEFAULT_SAMPLE_RATE
+    low, high = SAMPLE_RATES
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        scope.issue("sample_rate", f"got {_describe(value)}",
+                    f"a whole number of Hz from {low} to {high}, e.g. 22050")
+        return DEFAULT_SAMPLE_RATE
+    return value
+
+
+def _check_voices(scope: _Scope, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    scope.issue("voices", f"got {_describe(value)}",
+                "a non-empty list of voice names, e.g. [joe]; leave it out to accept any voice")
+    return ()

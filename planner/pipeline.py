@@ -67,8 +67,10 @@ class Pipeline:
     fused_stages: tuple[tuple[str, ...], ...] = ()
     placement: PlacementPolicy = field(default_factory=PlacementPolicy)
     source: str = ""
-    # Stages whose declared process a config or variant set, away from where the card puts them:
-    # the lines a declared split of an unsafe edge is blamed on.
+    sample_rate: int = 24_000  # Hz of the terminal stage's audio (the card's `sample_rate`)
+    voices: tuple[str, ...] = ()  # the voices a request may name; () = any
+    # Stages whose declared process a config or variant set, away from where the card puts them
+    # (every stage of a complete pipeline): the lines a declared split of an unsafe edge is blamed on.
     process_lines: tuple[tuple[str, ProcessLine], ...] = ()
     # True when the layout is a built-in card with a variant or a user overlay (`model:`): those
     # are requests against the card's declared topology and their unsafe splits are checked. A

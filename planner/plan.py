@@ -104,6 +104,8 @@ class Plan:
     handoffs: tuple[Handoff, ...]
     entry_stages: tuple[str, ...] = ()  # stages no handoff leads into
     terminal_stages: tuple[str, ...] = ()  # stages with no outgoing handoff
+    sample_rate: int = 24_000  # Hz of the audio the terminal stage returns (from the card)
+    voices: tuple[str, ...] = ()  # the voices a request may name (from the card); () = any
 
     def stage(self, name: str) -> PlannedStage:
         for s in self.stages:

@@ -21,7 +21,9 @@ with warnings.catch_warnings():
 
 pytestmark = pytest.mark.slow
 TEXT = "Card check."
-CARDS = [(c.name, (c.model_paths or (c.name,))[0]) for c in all_cards()]
+# The stand-in cards; piper-joe runs a real model and has its own tests (tests/speech).
+STANDIN_CARDS = [c for c in all_cards() if c.name != "piper-joe"]
+CARDS = [(c.name, (c.model_paths or (c.name,))[0]) for c in STANDIN_CARDS]
 
 
 def _speech(plan, topology) -> bytes:
@@ -50,7 +52,7 @@ def test_card_serves_identical_audio_in_every_accepted_single_isolation(model):
         assert other == bodies[0]
 
 
-VARIANTS = [(c.name, v) for c in all_cards() for v in c.variants]
+VARIANTS = [(c.name, v) for c in STANDIN_CARDS for v in c.variants]
 
 
 @pytest.mark.parametrize("card,variant", VARIANTS, ids=[f"{c}-{v}" for c, v in VARIANTS])

@@ -1,0 +1,42 @@
+"""Compressed response formats of the speech endpoint: `flac` and `mp3`.
+
+Encoded by `soundfile` (BSD-3), whose wheels bundle libsndfile (LGPL-2.1, loaded as a shared
+library) with its FLAC and MPEG encoders: no system codec. soundfile comes with the speech extra;
+without it these formats answer 400 naming `response_format`. `wav` and `pcm` need nothing
+(`audio`). An encoder here writes its header last, so these formats do not stream.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import torch
+
+# response_format -> (libsndfile format, subtype, media type)
+COMPRESSED = {
+    "flac": ("FLAC", "PCM_16", "audio/flac"),
+    "mp3": ("MP3", "MPEG_LAYER_III", "audio/mpeg"),
+}
+# OpenAI formats no encoder here writes (opus needs 48 kHz-family rates, aac a system codec).
+UNSUPPORTED = ("opus", "aac")
+
+
+def available() -> str | None:
+    """None when the compressed formats can be encoded, else why not."""
+    try:
+        import soundfile  # noqa: F401
+    except (ImportError, OSError) as exc:  # OSError: soundfile without its libsndfile
+        return (f"needs the soundfile package ({exc}); install the speech extra: "
+                "pip install -c constraints.txt -e '.[speech]'")
+    return None
+
+
+def encode(samples: torch.Tensor, sample_rate: int, fmt: str) -> bytes:
+    import soundfile
+
+    kind, subtype, _ = COMPRESSED[fmt]
+    data = samples.detach().to("cpu", torch.float32).clamp(-1.0, 1.0).numpy()
+    out = io.BytesIO()
+    soundfile.write(out, np.ascontiguousarray(data), sample_rate, format=kind, subtype=subtype)
+    return out.getvalue()

