@@ -12,9 +12,8 @@ import subprocess
 import sys
 import threading
 import time
-import wave
-
 import warnings
+import wave
 
 import httpx
 import pytest
