@@ -12,8 +12,9 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 import wave
+
+import warnings
 
 import httpx
 import pytest
