@@ -72,9 +72,15 @@ class RaySession:
                             "num_cpus": num_cpus}
             else:
                 options["address"] = address
+            from planner.cluster import ray_auth_problem
+
+            problem = ray_auth_problem(address) if address is not None else None
+            if problem is not None:
+                raise LaunchError(f"--ray-address {address}: {problem}")
             try:
                 ray.init(**options)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
+            except (ConnectionError, RuntimeError, ValueError,
+                    ray.exceptions.AuthenticationError) as exc:
                 raise LaunchError(
                     f"cannot connect to the Ray cluster at {address!r} ({exc}); start one with "
                     "`ray start --head`, or leave out --ray-address to start a local one for "

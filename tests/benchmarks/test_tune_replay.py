@@ -12,10 +12,10 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "benchmarks" / "tune_runs" / "2026-11-30"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import tune_replay  # noqa: E402
+import tune_replay
 from tune_replay import replay  # noqa: E402
 
-from tests.cli import BOTH  # noqa: E402
+from tests.cli import BOTH
 
 
 def run_replay(mode, capsys, monkeypatch, *paths):

@@ -166,7 +166,9 @@ def test_health_and_metrics_describe_the_running_processes():
     with launch(plans.qwen3("vocoder"), device=DEVICE, factory_defaults=TINY) as d:
         d.synthesize(TEXT, timeout=30)
         d.synthesize("Second request.", timeout=30)
-        time.sleep(0.6)  # one stats interval
+        # The workers report their stats every interval: wait for the report of both requests
+        # (on a loaded machine it can come late), not for one interval.
+        wait_for(lambda: reported(d, "tts_engine") == 2, timeout=30)
         health = d.health()
         assert health["device"] == DEVICE
         assert [(p["name"], p["stages"], p["state"]) for p in health["processes"]] == [
@@ -186,6 +188,13 @@ def shm_blocks(d, process):
     text = d.metrics_text()
     return tuple(int(re.search(rf'stage_planner_shm_blocks{{process="{process}",state="{state}"}} '
                                r"(\d+)", text).group(1)) for state in ("lent", "free"))
+
+
+def reported(d, stage):
+    """How many calls of `stage` its worker has reported so far (the stats it sends)."""
+    m = re.search(rf'stage_planner_stage_latency_seconds_count{{stage="{stage}"}} ([\d.]+)',
+                  d.metrics_text())
+    return int(float(m.group(1))) if m else 0
 
 
 def wait_for(condition, timeout=10.0):
@@ -218,7 +227,8 @@ def test_blocks_a_dead_reader_held_are_given_back_to_their_owner():
     with launch(plan, device=DEVICE, factory_defaults=TINY, inline_bytes=0) as d:
         d.synthesize(TEXT, timeout=30)
         d.synthesize(TEXT, timeout=30)
-        time.sleep(0.6)  # one stats interval
+        # The pipeline worker's report of both requests (its pool's blocks are in the same one).
+        wait_for(lambda: reported(d, "tts_engine") == 2, timeout=30)
         lent, free = shm_blocks(d, "pipeline")
         assert lent > 0  # the reader keeps the tensors, so their blocks stay lent
         victim = d.worker_pids()["vocoder"]
@@ -227,7 +237,7 @@ def test_blocks_a_dead_reader_held_are_given_back_to_their_owner():
                  timeout=20)
         assert wait_for(lambda: shm_blocks(d, "pipeline") == (0, lent + free))
         d.synthesize(TEXT, timeout=30)
-        time.sleep(0.6)
+        wait_for(lambda: reported(d, "tts_engine") == 3, timeout=30)
         again, rest = shm_blocks(d, "pipeline")
         assert again > 0 and again + rest == lent + free  # reused, none created
 

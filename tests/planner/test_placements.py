@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import planner
 from planner.placements import block_names, set_partitions
+from tests.lanes import examples
 from tests.planner.oracle import judge
 from tests.planner.test_properties import valid_cases
 
@@ -59,18 +60,12 @@ def _matches_brute_force(data):
         assert again.ok and again.plan == f.plan
 
 
-# Each example enumerates up to 203 partitions through the oracle (about 0.3 s): a few in the fast
-# lane, the full search in the slow one.
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Each example enumerates up to 203 partitions through the oracle (up to 0.7 s): a sample in the
+# fast lane, the full search otherwise (tests/lanes.py).
+@settings(max_examples=examples(60, 12), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_feasible_placements_match_brute_force_enumeration(data):
-    _matches_brute_force(data)
-
-
-@pytest.mark.slow
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_feasible_placements_match_brute_force_enumeration_thoroughly(data):
     _matches_brute_force(data)
 
 

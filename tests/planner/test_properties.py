@@ -18,6 +18,7 @@ from planner.render.flags import from_options
 from planner.requests import parse_requests
 from planner.solver import PlacementModel, check_domains
 from planner.topology import declared_baseline
+from tests.lanes import examples
 from tests.planner.oracle import judge
 
 PROCS = ["p", "q", "r"]
@@ -87,7 +88,8 @@ def valid_cases(draw):
     return cfg, pl, isolate, assign
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150, 50), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_generated_requests(data):
     cfg = data.draw(pipelines())
@@ -121,7 +123,7 @@ def test_generated_requests(data):
             assert d.message and d.hint
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 20), deadline=None)
 @given(data=st.data())
 def test_cores_are_minimal(data):
     _, pl, isolate, assign = data.draw(valid_cases())
@@ -149,7 +151,8 @@ def _overlay(cfg, extra):
     return out
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100, 35), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_applying_a_hint_removes_its_diagnostic(data):
     cfg, _, isolate, assign = data.draw(valid_cases())
@@ -200,7 +203,7 @@ def _assert_result_or_one_paragraph(r):
         assert message and "\n" not in message and "\r" not in message, message
 
 
-@settings(max_examples=200, deadline=None,
+@settings(max_examples=examples(200, 60), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(doc=st.one_of(top_levels, yaml_values, st.binary(max_size=40),
                      st.sampled_from(ODD_DOCUMENTS)))
@@ -262,7 +265,8 @@ overlays = st.fixed_dictionaries(
     optional={k: mostly(v) for k, v in PIPELINE_VALUES.items()})
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200, 60), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(cfg=overlays)
 def test_any_overlay_on_a_card_gives_a_result_or_one_paragraph(cfg):
     _assert_result_or_one_paragraph(planner.solve(config=cfg))

@@ -12,7 +12,7 @@ from tests.cli import BOTH, run_planner
 IN_PROCESS = True
 
 
-@pytest.fixture(autouse=True, params=BOTH)
+@pytest.fixture(params=BOTH)
 def cli_mode(request, monkeypatch):
     """`planner tune` in this process (fast lane) and as a subprocess (slow lane)."""
     monkeypatch.setattr(sys.modules[__name__], "IN_PROCESS", request.param == "in-process")
@@ -33,6 +33,7 @@ def qwen3_profile(tmp_path):
     return path
 
 
+@pytest.mark.usefixtures("cli_mode")
 def test_tune_with_a_profile_ranks_every_accepted_placement(qwen3_profile, tmp_path):
     out = run("qwen3-tts", "--profile", str(qwen3_profile), "--concurrency", "1",
               "--concurrency", "4", "--format", "json", "--output", str(tmp_path / "o"))
@@ -54,12 +55,14 @@ def test_tune_with_a_profile_ranks_every_accepted_placement(qwen3_profile, tmp_p
         assert [g.name for g in again.plan.groups] == [g["name"] for g in best["groups"]]
 
 
+@pytest.mark.usefixtures("cli_mode")
 def test_a_profile_of_another_model_is_one_paragraph(qwen3_profile):
     out = run("higgs-tts", "--profile", str(qwen3_profile))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "profiles qwen3-tts" in out.stderr and "not higgs-tts" in out.stderr
 
 
+@pytest.mark.usefixtures("cli_mode")
 def test_an_unreadable_profile_says_how_to_make_one(tmp_path):
     bad = tmp_path / "p.json"
     bad.write_text("{}")
