@@ -156,6 +156,7 @@ def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: int, re
         else:
             names[role] = "declared"
     done = _planner("bench", "--config", str(cfg_path), *args, "--concurrency", str(load),
+                    "--device", "cpu",
                     "--requests", str(requests), "--rounds", str(rounds), "--output", str(out))
     results = out / "results.json"
     if not results.exists():
