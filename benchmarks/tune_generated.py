@@ -26,9 +26,11 @@ The judge reads only measurements: it never imports tune's ranking or tie rules.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -68,9 +70,9 @@ def generate(seed: int, max_placements: int = 6, stages: int | None = None) -> d
     edges: list[tuple[str, str]] = []
     if branch:  # s0 -> s1, s2 -> s3 (-> s4)
         edges = [("s0", "s1"), ("s0", "s2"), ("s1", "s3"), ("s2", "s3")]
-        edges += [(a, b) for a, b in zip(names[3:], names[4:])]
+        edges += list(itertools.pairwise(names[3:]))
     else:
-        edges = list(zip(names, names[1:]))
+        edges = list(itertools.pairwise(names))
     preds = {b: sum(1 for _, t in edges if t == b) for b in names}
     cfg_stages = []
     for name in names:
@@ -119,8 +121,17 @@ def describe(cfg: dict) -> str:
 
 # -- running the planner ---------------------------------------------------------------------------
 def _planner(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    """`planner ARGS` in a session of its own, so that if this run is stopped (or the command
+    overruns) its servers and workers go with it, not only the command."""
+    proc = subprocess.Popen([sys.executable, "-m", "planner", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def tune_all(cfg_path: Path, requests: int, rounds: int, out: Path) -> dict:
@@ -156,6 +167,7 @@ def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: int, re
         else:
             names[role] = "declared"
     done = _planner("bench", "--config", str(cfg_path), *args, "--concurrency", str(load),
+                    "--device", "cpu",
                     "--requests", str(requests), "--rounds", str(rounds), "--output", str(out))
     results = out / "results.json"
     if not results.exists():

@@ -175,7 +175,9 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
                 t.add_column("meas.\nreq/s", justify="right")
                 # predicted against measured throughput, not failed requests (bench's `err`)
                 t.add_column("pred.\nerror", justify="right")
-        t.add_column(f"tie (within {TIE:.0%})")
+        notes = [tie_note(choice, i) for i in range(len(choice.ranked))]
+        if any(notes):
+            t.add_column(f"tie (within {TIE:.0%})")
         for i, c in enumerate(choice.ranked):
             row = [str(i + 1), Text(placement_cell(c), style="bold" if i == 0 else ""),
                    str(c.processes), f"{c.memory_mib:.0f}"]
@@ -193,7 +195,8 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
                         got = m[k]["throughput_rps"]
                         row += [f"{got:.2f}" if got else "-",
                                 f"{(p.throughput_rps - got) / got:+.0%}" if got else "-"]
-            row.append(tie_note(choice, i))
+            if any(notes):
+                row.append(notes[i])
             t.add_row(*row)
         console.print(t)
     for c, reason in choice.excluded:

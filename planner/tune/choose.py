@@ -107,8 +107,8 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
             excluded.append((c, f"{c.memory_mib:.0f} MiB > {max_memory_mib:.0f} MiB"))
         elif slo_p99_ms is not None and any(p.latency_p99_ms > slo_p99_ms for p in c.predicted):
             worst, k = max((p.latency_p99_ms, k) for k, p in enumerate(c.predicted))
-            excluded.append((c, f"p99 {worst:.0f} ms at {workloads[k].label} > --slo-p99-ms "
-                                f"{slo_p99_ms:g}"))
+            reason = f"p99 {worst:.0f} ms at {workloads[k].label} > --slo-p99-ms {slo_p99_ms:g}"
+            excluded.append((c, reason))
         else:
             kept.append(c)
     machine_cores = cores or profile.cores

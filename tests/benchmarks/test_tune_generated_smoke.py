@@ -11,7 +11,7 @@ import planner
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import tune_generated as tg  # noqa: E402
+import tune_generated as tg
 
 
 def test_the_same_seed_gives_the_same_pipeline_and_it_solves():

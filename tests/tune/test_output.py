@@ -71,7 +71,7 @@ def test_a_tie_is_said_as_a_tie_with_how_it_was_picked_and_verify_to_settle_it()
 def test_why_names_the_placement_it_speaks_of():
     pl, prof = four()
     for load in (Workload(concurrency=1), Workload(concurrency=4)):
-        assert not re.search(r"\bit\b|\bits\b", why(choose(pl, prof, (load,))), re.I)
+        assert not re.search(r"\bit\b|\bits\b", why(choose(pl, prof, (load,))), re.IGNORECASE)
 
 
 def test_measured_columns_say_prediction_error_not_err():
@@ -89,7 +89,7 @@ def test_the_placement_column_never_breaks_a_flag():
     out = rendered(choice, prof, width=90)
     for c in choice.ranked:
         for request in c.requests:
-            flag = " ".join(bench_flag for bench_flag in [_flag(request)])
+            flag = _flag(request)
             assert flag in out, f"{flag!r} broken across lines at width 90"
 
 
@@ -122,7 +122,7 @@ def test_an_slo_nothing_meets_names_the_load_and_the_best_p99_and_exits_1(qwen3_
     out = subprocess.run([sys.executable, "-m", "planner", "tune", "qwen3-tts", "--profile",
                           str(qwen3_profile), "--concurrency", "1", "--concurrency", "4",
                           "--slo-p99-ms", "5", "--output", str(tmp_path / "o")],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 1, out.stderr
     assert "Traceback" not in out.stderr
     text = " ".join(out.stdout.split())
