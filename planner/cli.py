@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 MAX_QUEUED = 1_000_000
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a writer ended by SIGPIPE
 
 
 def _bounded_int(low: int, high: int):
@@ -486,11 +488,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.model_path = args.model  # the positional MODEL is shorthand for --model-path
     handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a reader that went away shows here, not as a traceback at exit
+        return code
     except ConfigError as err:
         return _err(err.paragraph())
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed it (`planner ... | head`): stop quietly, as `cat` would, and keep
+    Python from failing again on the final flush at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":
