@@ -17,7 +17,8 @@ Request limits (documented; each violation is a 4xx with a JSON message naming t
 Every field is type-checked before it is used, and no stage sees a request that fails a check.
 `model` is accepted as any string (OpenAI clients send their own names); the served model is the
 plan's. A request beyond the deployment's admission bound (`launcher.admission`) answers 429, and
-worker failures 503 (process died or restarting), both with a `Retry-After` header; stage
+worker failures 503 (process died or restarting), both with a `Retry-After` header (a server
+that is shutting down or has failed says `Connection: close` instead: no retry would help); stage
 errors 500, timeouts 504. A stream that fails after its headers went out is aborted: the
 connection closes without the final chunk, so clients raise instead of taking a short body for a
 whole one. A client that goes away mid-request is one log line, not a traceback.
@@ -64,12 +65,22 @@ def _error(status: int, message: str, code: str,
                         headers=headers)
 
 
+# A deployment in one of these states is going away: no retry here will succeed.
+GOING_AWAY = ("draining", "stopping", "stopped", "failed")
+
+
+def _refusal_headers(deployment: Deployment) -> dict[str, str]:
+    """How a 429 or 503 tells the client what to do: when to try again, or, from a server that is
+    going away, nothing to wait for (and this connection closes)."""
+    if deployment.state in GOING_AWAY:
+        return {"Connection": "close"}
+    return {"Retry-After": str(deployment.retry_after())}
+
+
 def _failed(exc: RequestFailed, deployment: Deployment) -> JSONResponse:
     """A request the deployment could not serve; a 429 (admission control) or 503 says when to
-    try again."""
-    headers = None
-    if exc.status in (429, 503):
-        headers = {"Retry-After": str(deployment.retry_after())}
+    try again, unless the server is going away."""
+    headers = _refusal_headers(deployment) if exc.status in (429, 503) else None
     return _error(exc.status, str(exc), type(exc).__name__, headers)
 
 
@@ -333,7 +344,7 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
         report = deployment.health()
         if report["status"] == "ok":
             return JSONResponse(report)
-        return JSONResponse(report, 503, headers={"Retry-After": str(deployment.retry_after())})
+        return JSONResponse(report, 503, headers=_refusal_headers(deployment))
 
     async def topology_view(request: Request) -> Response:
         return JSONResponse(dict(topology))

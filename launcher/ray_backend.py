@@ -256,6 +256,14 @@ class RayBackend:
         self._wake_w.close()
         links.remove_socket_dir(self.token)  # the workers' sockets, when they ran on this host
 
+    def alive(self, process: str) -> bool:
+        """Whether the process runs, asked now (any thread), where that can be told without
+        Ray: on this machine, by its pid; elsewhere its death is known when `events` says."""
+        a = self._actors.get(process)
+        if a is None:
+            return False
+        return not (self.shares_memory and a.pid > 0) or ipc.pid_alive(a.pid)
+
     def where(self, process: str) -> dict[str, Any]:
         """Where Ray runs `process`: node, actor name and id, and the GPU ids it assigned."""
         a = self._actors.get(process)

@@ -11,7 +11,8 @@ A stage's fan-in is `join`.
 
 Cancellation: a cancelled or failed request is dropped at the next stage boundary (its queued
 payloads are skipped) and at the next chunk boundary (its generator is closed, so whatever it
-holds is freed at once). A tensor-parallel leader broadcasts its go/stop decision before each
+holds is freed at once). A streaming stage may also yield `None` between the inner pieces of a
+long step (a chunked prefill): no output, only one more such point (`cancellation`). A tensor-parallel leader broadcasts its go/stop decision before each
 chunk, so its follower ranks close theirs at the same step.
 """
 
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from . import ipc, tp
+from . import cancellation, ipc, tp
 from .backend import Channel, Inbox, PeerUnreachable
 from .holdings import Holdings, release_notes
 from .join import Envelope, Joiner, JoinError
@@ -88,6 +89,7 @@ class StageRunner:
 
     # -- one stage -------------------------------------------------------------------------------
     def _loop(self, spec: StageSpec) -> None:
+        cancellation.want_points()
         try:
             self._run(spec)
         except EOFError:
@@ -152,6 +154,8 @@ class StageRunner:
                     upcoming = next(iterator)
                 except StopIteration:
                     break
+                if upcoming is None:
+                    continue  # a cancellation point inside a long step, no output
                 if current is not None:
                     try:
                         self._emit(spec, request_id, data, current,

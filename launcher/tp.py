@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from . import cancellation
+
 IDLE_BROADCAST_S = 30.0  # keeps idle follower ranks inside gloo's collective timeout
 
 
@@ -41,7 +43,9 @@ def decide(go: bool) -> bool:
 
 
 def follow(stage: Callable[[Mapping[str, Any]], Any]) -> None:
-    """A follower rank's whole life: run what rank 0 runs, in the same order."""
+    """A follower rank's whole life: run what rank 0 runs, in the same order (its cancellation
+    points too: rank 0 decides at each)."""
+    cancellation.want_points()
     while True:
         payload = _broadcast(None)
         if payload is None:  # idle keep-alive

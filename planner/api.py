@@ -51,7 +51,10 @@ def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | N
         pipeline = load(model_path=model_path, config=config, variant=variant)
     except ConfigError as err:
         return config_error_result(err, variant)
-    return solve_pipeline(pipeline, requests=given)
+    try:
+        return solve_pipeline(pipeline, requests=given)
+    except ConfigError as err:  # the solver's time limit (`limits.SOLVER_TIME_LIMIT_S`)
+        return config_error_result(err, variant)
 
 
 def load(model_path: str | None = None, config: str | Path | dict[str, Any] | None = None,

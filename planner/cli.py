@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 from planner.api import config_error_result, declared_plan, solve_pipeline
 from planner.cards import all_cards, load_pipeline
 from planner.errors import ConfigError
+from planner.limits import MAX_CONCURRENCY, MAX_COUNT, MAX_MS, MAX_RATE, MIN_RATE
 from planner.plan import EXIT_INVALID, EXIT_OK
 from planner.render.dicts import models_dict, result_json, show_dict
 from planner.render.dot import plan_dot
@@ -136,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 MAX_QUEUED = 1_000_000
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a writer ended by SIGPIPE
 
 
 def _bounded_int(low: int, high: int):
@@ -151,14 +155,19 @@ def _bounded_int(low: int, high: int):
     return parse
 
 
-def _positive(kind):
+def _positive(kind, high: float = MAX_COUNT, low: float | None = None):
+    """An argparse type: a finite number above 0 (at least `low`), at most `high`."""
     def parse(text: str):
         try:
             value = kind(text)
-        except ValueError:
+        except ValueError:  # also an int past Python's digit limit
             value = 0
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a positive {kind.__name__}")
+        if not value > 0 or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite positive "
+                                             f"{'whole number' if kind is int else 'number'}")
+        if value > high or (low is not None and value < low):
+            within = f"from {low:g} to {high:g}" if low is not None else f"at most {high:g}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give a number {within}")
         return value
     return parse
 
@@ -170,12 +179,13 @@ def _add_tune_parser(sub) -> None:
                     "predict every placement the planner accepts under the workload, and rank "
                     "them; --verify K serves the top K and the declared topology to compare.")
     _add_model_args(p, positional=True)
-    p.add_argument("--concurrency", type=_positive(int), action="append", metavar="C",
-                   help="closed-loop clients (repeatable; default 1 and 4)")
-    p.add_argument("--rate", type=_positive(float), action="append", metavar="R",
+    p.add_argument("--concurrency", type=_positive(int, MAX_CONCURRENCY), action="append",
+                   metavar="C", help="closed-loop clients (repeatable; default 1 and 4)")
+    p.add_argument("--rate", type=_positive(float, MAX_RATE, MIN_RATE), action="append",
+                   metavar="R",
                    help="open-loop Poisson arrivals in requests/s (repeatable)")
     p.add_argument("--objective", choices=("throughput", "latency", "ttfa"), default="throughput")
-    p.add_argument("--slo-p99-ms", type=_positive(float), metavar="X",
+    p.add_argument("--slo-p99-ms", type=_positive(float, MAX_MS), metavar="X",
                    help="leave out placements whose predicted p99 exceeds X ms at any workload")
     p.add_argument("--max-processes", type=_positive(int), metavar="N")
     p.add_argument("--profile", metavar="FILE", help="a profile.json from an earlier run")
@@ -482,11 +492,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.model_path = args.model  # the positional MODEL is shorthand for --model-path
     handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a reader that went away shows here, not as a traceback at exit
+        return code
     except ConfigError as err:
         return _err(err.paragraph())
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed it (`planner ... | head`): stop quietly, as `cat` would, and keep
+    Python from failing again on the final flush at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

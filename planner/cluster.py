@@ -11,6 +11,9 @@ from typing import Any
 
 from planner.config import read_yaml
 from planner.errors import ConfigError, ConfigIssue
+from planner.limits import (
+    MAX_CLUSTER_GPUS, MAX_CPUS_PER_NODE, MAX_GPUS_PER_NODE, MAX_NODES, shown,
+)
 
 _NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
 
@@ -57,6 +60,9 @@ def from_dict(data: Any, source: str) -> Cluster:
     if not isinstance(nodes_raw, list) or not nodes_raw:
         raise ConfigError(ConfigIssue(source, "nodes", "missing or empty",
                                       "a list like nodes: [{name: a, gpus: 4, cpus: 32}]"))
+    if len(nodes_raw) > MAX_NODES:
+        raise ConfigError(ConfigIssue(source, "nodes", f"lists {len(nodes_raw)} nodes",
+                                      f"at most {MAX_NODES}; plan for a part of the cluster"))
     if isinstance(data, dict):
         for key in data:
             if key != "nodes":
@@ -82,14 +88,21 @@ def from_dict(data: Any, source: str) -> Cluster:
             continue
         seen.add(name)
         gpus, cpus = raw.get("gpus", 0), raw.get("cpus")
-        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-            issues.append(ConfigIssue(source, f"{key}.gpus", f"got {gpus!r}", "an integer >= 0"))
+        if isinstance(gpus, bool) or not isinstance(gpus, int) \
+                or not 0 <= gpus <= MAX_GPUS_PER_NODE:
+            issues.append(ConfigIssue(source, f"{key}.gpus", f"got {shown(gpus)}",
+                                      f"a whole number from 0 to {MAX_GPUS_PER_NODE}"))
             continue
-        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
-            issues.append(ConfigIssue(source, f"{key}.cpus", f"got {cpus!r}",
-                                      "an integer >= 1, or leave it out"))
+        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int)
+                                 or not 1 <= cpus <= MAX_CPUS_PER_NODE):
+            issues.append(ConfigIssue(source, f"{key}.cpus", f"got {shown(cpus)}",
+                                      f"a whole number from 1 to {MAX_CPUS_PER_NODE}, or leave "
+                                      "it out"))
             continue
         nodes.append(Node(name, gpus, cpus))
+    if not issues and sum(n.gpus for n in nodes) > MAX_CLUSTER_GPUS:
+        issues.append(ConfigIssue(source, "nodes", f"{sum(n.gpus for n in nodes)} GPUs in all",
+                                  f"at most {MAX_CLUSTER_GPUS}; plan for a part of the cluster"))
     if issues:
         raise ConfigError(issues)
     return Cluster(tuple(nodes), source=source)

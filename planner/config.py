@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from planner.errors import ConfigError, ConfigIssue
+from planner.limits import MAX_GPU_ID, MAX_TP_SIZE, shown
 from planner.pipeline import EdgeResources, Pipeline, PlacementPolicy, StageConfig
 
 PIPELINE_KEYS = {
@@ -82,7 +83,7 @@ def _describe(value: Any) -> str:
     if isinstance(value, str):
         return f"the string {value!r}"
     if isinstance(value, (int, float)):
-        return repr(value)
+        return shown(value)
     if isinstance(value, dict):
         return f"a mapping {_short(value)}"
     if isinstance(value, list):
@@ -307,11 +308,16 @@ def _fraction(value: Any, source: str, key: str, issues: list[ConfigIssue]) -> f
         issues.append(ConfigIssue(source, key, f"got {_describe(value)}, not a number",
                                   _FRACTION_ALLOWED))
         return None
-    if math.isnan(value) or not 0 < value <= 1:
-        issues.append(ConfigIssue(source, key, f"fraction {value!r} is outside (0, 1]",
+    # Compared as it is: math.isnan or float() of a 400-digit integer raises OverflowError.
+    if not 0 < value <= 1:  # also NaN
+        issues.append(ConfigIssue(source, key, f"fraction {shown(value)} is outside (0, 1]",
                                   _FRACTION_ALLOWED))
         return None
     return float(value)
+
+
+def _example_ids(n: int) -> str:
+    return str(list(range(n))) if n <= 8 else f"[0, 1, ..., {n - 1}]"
 
 
 def _edge(value: Any, source: str, key: str, stages: set[str],
@@ -344,9 +350,9 @@ def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageCon
     check_keys(raw, STAGE_KEYS, source, key, issues)
 
     tp = raw.get("tp_size", 1)
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_TP_SIZE:
         issues.append(ConfigIssue(source, f"{key}.tp_size", f"got {_describe(tp)}",
-                                  "a positive integer"))
+                                  f"a whole number from 1 to {MAX_TP_SIZE}"))
         tp = 1
 
     gpu = raw.get("gpu")
@@ -360,7 +366,7 @@ def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageCon
         if tp > 1:
             issues.append(ConfigIssue(source, f"{key}.gpu",
                                       f"tensor-parallel stage (tp_size {tp}) has a single gpu {gpu}",
-                                      f"list one GPU id per rank, e.g. gpu: {list(range(tp))}"))
+                                      f"list one GPU id per rank, e.g. gpu: {_example_ids(tp)}"))
         gpus = (gpu,)
     elif isinstance(gpu, list) and all(isinstance(g, int) and not isinstance(g, bool) for g in gpu):
         gpus = tuple(gpu)
@@ -376,6 +382,14 @@ def _stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> StageCon
                                   "a GPU id (int), a list of ids for tensor parallelism, or null"))
     if any(g < 0 for g in gpus):
         issues.append(ConfigIssue(source, f"{key}.gpu", "GPU ids cannot be negative"))
+    elif any(g > MAX_GPU_ID for g in gpus):
+        issues.append(ConfigIssue(source, f"{key}.gpu",
+                                  f"GPU id {shown(max(gpus))} is above {MAX_GPU_ID}",
+                                  f"GPU ids count from 0 on each machine, up to {MAX_GPU_ID}"))
+    if tp > 1 and gpu is None:
+        issues.append(ConfigIssue(source, f"{key}.gpu",
+                                  f"tensor-parallel stage (tp_size {tp}) lists no GPUs",
+                                  f"list one GPU id per rank, e.g. gpu: {_example_ids(tp)}"))
 
     process = raw.get("process")
     if isinstance(process, str):

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from planner.errors import ConfigError, ConfigIssue
+from planner.limits import SOLVER_TIME_LIMIT_S
 from planner.problem import Problem, to_units
 from planner.rules import REGISTRY, REQUEST, rank
 from planner.rules.base import Rule
@@ -163,7 +165,7 @@ class PlacementModel:
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1
         solver.parameters.random_seed = 0
-        solver.parameters.max_time_in_seconds = 10.0
+        solver.parameters.max_time_in_seconds = SOLVER_TIME_LIMIT_S
         # These models are tiny and solved many times (core shrinking): probing and symmetry
         # detection cost more than they save (measured: 1.9 s -> 0.7 s on 1,000 stages).
         solver.parameters.cp_model_probing_level = 0
@@ -176,7 +178,12 @@ class PlacementModel:
         solver = solver or self._solver()
         status = solver.solve(self.model)
         if status == cp_model.UNKNOWN:
-            raise RuntimeError("CP-SAT timed out on a placement model")
+            raise ConfigError(ConfigIssue(
+                "solver", "", f"CP-SAT found no answer within its limit of "
+                f"{SOLVER_TIME_LIMIT_S:g} s on a placement model of {len(self.rules)} rule(s) "
+                "(the pipeline is too large, or the machine too busy)",
+                "hint: split the pipeline into smaller configs, or run again on a less busy "
+                "machine"))
         ok = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         # Keep the solver's (sufficient, not necessarily minimal) core of this very call.
         self._last_core = [] if ok else [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import tempfile
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from rich.markup import escape
 
 import planner
 from launcher.limits import MAX_INPUT_CHARS
+from planner.limits import (
+    MAX_BURSTINESS, MAX_CONCURRENCY, MAX_COUNT, MAX_DURATION_S, MAX_MS, MAX_RATE, MIN_RATE,
+)
 
 from .charts import write_charts
 from .loadgen import Closed, Open, Shape, Slo, describe
@@ -40,11 +44,38 @@ class BenchError(Exception):
         self.exit_code = exit_code
 
 
+def _out_of_range(args: argparse.Namespace) -> list[str]:
+    """Numbers that are not finite, or beyond what any run can use (`planner.limits`): a rate of
+    1e-300 waited for ever for its first arrival; inf and nan raised from deep inside."""
+    problems = []
+    floats = [("--duration", [args.duration], 0.0, MAX_DURATION_S, "seconds"),
+              ("--rate", args.rate or [], MIN_RATE, MAX_RATE, "requests per second"),
+              ("--burstiness", [args.burstiness], 0.0, MAX_BURSTINESS, ""),
+              ("--slo-ttfa-ms", [args.slo_ttfa_ms], 0.0, MAX_MS, "milliseconds"),
+              ("--slo-p99-ms", [args.slo_p99_ms], 0.0, MAX_MS, "milliseconds")]
+    for flag, values, low, high, unit in floats:
+        for v in values:
+            if v is None or v <= 0:
+                continue  # a number that is not positive is said below
+            if not (math.isfinite(v) and low <= v <= high):
+                within = f"from {low:g} to {high:g}" if low else f"above 0 and at most {high:g}"
+                problems.append(f"{flag} must be a finite number {within}"
+                                f"{' ' + unit if unit else ''}, not {v:g}")
+    ints = [("--concurrency", args.concurrency or [], MAX_CONCURRENCY),
+            ("--requests", [args.requests], MAX_COUNT), ("--warmup", [args.warmup], MAX_COUNT),
+            ("--rounds", [args.rounds], MAX_COUNT), ("--max", [args.max], MAX_COUNT)]
+    for flag, values, high in ints:
+        for v in values:
+            if v is not None and v > high:
+                problems.append(f"{flag} must be at most {high}, not {v}")
+    return problems
+
+
 def _check(args: argparse.Namespace) -> None:
     if not args.model_path and not args.config:
         raise BenchError("give the model to benchmark with --model-path MODEL (a card name, model "
                          "path or architecture; see `planner models`) or --config FILE.")
-    problems = []
+    problems = _out_of_range(args)
     if args.requests is not None and args.requests < 1:
         problems.append(f"--requests must be at least 1, not {args.requests}")
     if args.duration is not None and args.duration <= 0:
@@ -52,7 +83,7 @@ def _check(args: argparse.Namespace) -> None:
     bad_c = [c for c in args.concurrency or () if c < 1]
     if bad_c:
         problems.append(f"--concurrency must be at least 1, not {bad_c[0]}")
-    bad_r = [r for r in args.rate or () if not r > 0]
+    bad_r = [r for r in args.rate or () if r <= 0]  # NaN: `_out_of_range`
     if bad_r:
         problems.append(f"--rate must be a positive number of requests per second, not "
                         f"{bad_r[0]:g}")
@@ -61,11 +92,11 @@ def _check(args: argparse.Namespace) -> None:
     if args.burstiness is not None:
         if (args.arrivals or DEFAULT_ARRIVALS) != "gamma":
             problems.append("--burstiness is the shape of gamma arrivals; add --arrivals gamma")
-        elif not args.burstiness > 0:
+        elif args.burstiness <= 0:
             problems.append(f"--burstiness must be positive (1 is as bursty as Poisson, less "
                             f"is burstier), not {args.burstiness:g}")
     for flag, value in (("--slo-ttfa-ms", args.slo_ttfa_ms), ("--slo-p99-ms", args.slo_p99_ms)):
-        if value is not None and not value > 0:
+        if value is not None and value <= 0:
             problems.append(f"{flag} must be a positive number of milliseconds, not {value:g}")
     if args.slo_ttfa_ms is not None and not args.stream:
         problems.append("--slo-ttfa-ms needs --stream: time to first audio is measured on "

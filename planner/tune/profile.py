@@ -100,8 +100,11 @@ class Profile:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
+        if not isinstance(data, dict):
+            raise ValueError(f"it holds {_kind(data)}, not a profile (a JSON object)")
         if data.get("format") != FORMAT:
             raise ValueError(f"profile format {data.get('format')!r}; this planner reads {FORMAT}")
+        _check(data)
         fields = {k: v for k, v in data.items() if k != "format"}
         fields["stages"] = tuple(StageProfile(**s) for s in fields["stages"])
         fields["handoff"] = HandoffCost(**fields.get("handoff", {}))
@@ -115,3 +118,60 @@ class Profile:
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise ValueError(f"{path}: not a profile this planner can read ({exc}); make one with "
                              "`planner tune MODEL --output DIR` (it writes DIR/profile.json)") from None
+
+
+# Every number a profile holds is a cost, a size or a count measured on one machine: finite, not
+# negative, and far below these bounds (a 1e308 would overflow the model's sums to infinity).
+MAX_VALUE = 1e9
+_POSITIVE = {"copy_gbps", "switch_interval_ms"}  # divided by
+_TEXT = {"model", "variant", "cpu_model", "device", "note", "name"}
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def _number(where: str, value: Any, positive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where} is {_kind(value)}, not a number")
+    if not (0 < value if positive else 0 <= value) or not value <= MAX_VALUE:  # also NaN
+        low = "above 0" if positive else "from 0"
+        raise ValueError(f"{where} is {value!r}; it must be a finite number {low} up to "
+                         f"{MAX_VALUE:g}")
+
+
+def _fields(where: str, data: Any, optional: frozenset[str] = frozenset()) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is {_kind(data)}, not an object")
+    for key, value in data.items():
+        at = f"{where}.{key}" if where else str(key)
+        if key in _TEXT:
+            if not isinstance(value, str):
+                raise ValueError(f"{at} is {_kind(value)}, not a string")
+        elif value is None and key in optional:
+            continue
+        elif key not in ("stages", "handoff", "request_scale", "format"):
+            _number(at, value, key in _POSITIVE)
+
+
+def _check(data: dict[str, Any]) -> None:
+    """Every value of a profile read from a file has the type and range the model can use; the
+    first that does not is named (a ValueError)."""
+    _fields("", data)
+    stages = data.get("stages")
+    if not isinstance(stages, list) or not stages:
+        raise ValueError(f"stages is {_kind(stages)}; a profile lists its stages")
+    for i, stage in enumerate(stages):
+        _fields(f"stages[{i}]", stage, frozenset({"cuda_mib", "native_call_ms"}))
+    if "handoff" in data:
+        _fields("handoff", data["handoff"])
+    scale = data.get("request_scale")
+    if scale is not None:
+        if not isinstance(scale, list):
+            raise ValueError(f"request_scale is {_kind(scale)}, not a list of numbers")
+        for i, value in enumerate(scale):
+            _number(f"request_scale[{i}]", value, positive=True)
+    cores = data.get("cores")
+    if not isinstance(cores, int) or isinstance(cores, bool) or not 1 <= cores <= 65536:
+        raise ValueError(f"cores is {cores!r}; it must be a whole number from 1 to 65536")

@@ -82,3 +82,22 @@ def tracked_generator(*, log: str, delay: float = 0.05, size: str = "base", **kw
                 f.write(f"closed {time.time()}\n")
 
     return run
+
+
+def logged_generator(*, log: str, size: str = "base", **kwargs):
+    """The stand-in generator, logging each prefill piece, each chunk and its close, with a tag
+    of its request: the order of events shows where it stopped."""
+    inner = standins.codec_generator(size=size, **kwargs)
+
+    def run(payload):
+        n = payload.get("prepared_request") or len(payload["tokens"])
+        try:
+            for item in inner(payload):
+                with open(log, "a") as f:
+                    f.write(f"{'piece' if item is None else 'chunk'} {n}\n")
+                yield item
+        finally:
+            with open(log, "a") as f:
+                f.write(f"closed {n}\n")
+
+    return run

@@ -46,6 +46,8 @@ class FakeHandle:
 class FakeDeployment:
     """What create_app uses of a Deployment; `submitted` is what reached the stages."""
 
+    state = "running"
+
     def __init__(self, refuse: Exception | None = None, fail: Exception | None = None) -> None:
         self.refuse, self.fail = refuse, fail
         self.submitted: list[tuple] = []

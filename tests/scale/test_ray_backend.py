@@ -153,3 +153,26 @@ def test_planner_serve_on_ray_answers_over_http_and_ctrl_c_removes_everything(cl
             proc.kill()
     assert not _stage_planner_actors()
     assert all(state == "REMOVED" for pg, state in _pg_states().items() if pg not in before)
+
+
+def test_on_ray_a_killed_actor_of_one_replica_fails_no_new_request_while_the_other_serves(
+        cluster):
+    from tests.scale.test_router import assert_no_new_request_fails, gone, wait_for
+
+    session = RaySession(cluster.address)
+    nodes = session.cluster()
+    result = solve_replicas(planner.load_pipeline(model_path="qwen3-tts"), nodes, 2, "spread")
+    assert result.ok
+    replicas = launch_replicas(result.plan, result.packing, "cpu", backend="ray",
+                               session=session, cluster=nodes, factory_defaults=TINY)
+    try:
+        victim = replicas.replicas[0].health()["processes"][0]
+
+        def kill() -> None:
+            ray.kill(ray.get_actor(victim["ray_actor_name"]))
+            wait_for(lambda: gone(victim["pid"]), 30, "the actor's death")
+
+        assert_no_new_request_fails(replicas, kill, restart_s=120)
+    finally:
+        replicas.close()
+    assert not _stage_planner_actors()
