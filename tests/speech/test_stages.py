@@ -115,6 +115,14 @@ def test_a_request_with_nothing_to_say_gives_empty_audio(stages):
 
 
 @needs.speech
+def test_the_card_declares_the_voices_sample_rate():
+    import planner
+    from launcher.piper import voice
+
+    assert planner.solve("piper-joe").plan.sample_rate == voice.load().sample_rate == 22_050
+
+
+@needs.speech
 def test_cut_parts_are_cached_atomically_and_reused(tmp_path, monkeypatch):
     from launcher.piper import voice
 
