@@ -171,3 +171,20 @@ def test_a_cuda_stage_is_capped_by_its_memory_fraction():
     opts = vocoder.decoder.get_provider_options()[runtime.CUDA_EP]
     total = torch.cuda.get_device_properties(0).total_memory
     assert int(opts["gpu_mem_limit"]) == int(0.05 * total)
+
+
+@needs.espeak
+def test_an_espeak_ng_child_that_dies_is_replaced_on_the_next_clause():
+    from launcher.piper.espeak import Espeak
+
+    espeak = Espeak()
+    try:
+        first = espeak.phonemes("hello world")
+        assert first == espeak.phonemes("hello world") and "wˈɜːld" in first
+        espeak._proc.kill()
+        espeak._proc.wait()
+        assert espeak.phonemes("hello world") == first
+        assert espeak.restarts == 1
+    finally:
+        espeak.close()
+    assert espeak._proc.poll() is not None  # closed means the child is gone
