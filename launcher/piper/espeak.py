@@ -51,7 +51,7 @@ def program() -> str:
 def version(executable: str | None = None) -> str:
     """espeak-ng's version string, e.g. '1.51' (ids are pinned to it in tests)."""
     out = subprocess.run([executable or program(), "--version"], capture_output=True,
-                         text=True, timeout=30).stdout
+                         text=True, timeout=30, check=False).stdout
     parts = out.split()
     return parts[parts.index("text-to-speech:") + 1] if "text-to-speech:" in parts else out
 

@@ -31,14 +31,14 @@ def test_cuda_provider_gets_the_stage_memory_fraction_as_its_limit():
 
 @pytest.fixture(scope="module")
 def stages():
-    import launcher.piper as piper
+    from launcher import piper
 
     return piper.acoustic(), piper.vocoder()
 
 
 @pytest.fixture(scope="module")
 def frontend():
-    import launcher.piper as piper
+    from launcher import piper
 
     return piper.frontend()
 
@@ -72,7 +72,7 @@ def test_frontend_payload_has_ids_and_sentence_lengths(frontend):
 
 @needs.speech
 def test_same_ids_same_z_and_a_new_seed_new_z(stages):
-    import launcher.piper as piper
+    from launcher import piper
 
     acoustic, _ = stages
     ids = np.array([1, 0, 20, 0, 59, 0, 24, 0, 120, 0, 27, 0, 100, 0, 10, 0, 2], dtype=np.int64)
@@ -165,7 +165,7 @@ def test_missing_espeak_ng_fails_the_preflight_with_how_to_install(monkeypatch):
 def test_a_cuda_stage_is_capped_by_its_memory_fraction():
     import torch
 
-    import launcher.piper as piper
+    from launcher import piper
 
     vocoder = piper.vocoder(device="cuda:0", total_gpu_memory_fraction=0.05)
     opts = vocoder.decoder.get_provider_options()[runtime.CUDA_EP]
