@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-SAMPLE_RATE = 22_050
-
 
 def frontend(*, espeak_voice: str = "en-us"):
     from . import voice

@@ -51,30 +51,37 @@ def program() -> str:
 def version(executable: str | None = None) -> str:
     """espeak-ng's version string, e.g. '1.51' (ids are pinned to it in tests)."""
     out = subprocess.run([executable or program(), "--version"], capture_output=True,
-                         text=True, timeout=30).stdout
+                         text=True, timeout=30, check=False).stdout
     parts = out.split()
     return parts[parts.index("text-to-speech:") + 1] if "text-to-speech:" in parts else out
+
+
+class _ChildGone(Exception):
+    """The espeak-ng child is not running (any more)."""
 
 
 class Espeak:
     """One espeak-ng child; thread-safe (one clause at a time)."""
 
     def __init__(self, voice: str = "en-us") -> None:
-        exe = program()
-        argv = [exe, "-q", "--ipa", "-v", voice]
+        argv = [program(), "-q", "--ipa", "-v", voice]
         stdbuf = shutil.which("stdbuf")
-        if stdbuf is not None:
-            argv = [stdbuf, "-oL", *argv]
-        self._proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            bufsize=0)
+        self._argv = [stdbuf, "-oL", *argv] if stdbuf is not None else argv
         self._lock = threading.Lock()
+        self.restarts = 0
+        with self._lock:
+            self._start()
+
+    def _start(self) -> None:
+        """(Re)start the child and learn the sentinel's phonemes, the end-of-reply mark."""
+        self._proc = subprocess.Popen(
+            self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, bufsize=0)
         self._buffer = b""  # read from the pipe, not yet returned as lines
         self._sentinel = ""
-        with self._lock:  # the sentinel's own phonemes: the end-of-reply mark from now on
-            self._write(SENTINEL)
-            while not self._sentinel:
-                self._sentinel = self._readline()
+        self._write(SENTINEL)
+        while not self._sentinel:
+            self._sentinel = self._readline()
 
     def phonemes(self, clause: str) -> str:
         text = " ".join(clause.split())  # one line, whatever the input held
@@ -84,13 +91,23 @@ class Espeak:
 
     def _ask(self, text: str) -> str:
         with self._lock:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"espeak-ng exited with status {self._proc.returncode}")
-            self._write(f"{text}\n{SENTINEL}")
-            lines = []
-            while (line := self._readline()) != self._sentinel:
-                lines.append(line)
-            return " ".join(x for x in lines if x)
+            try:
+                return self._exchange(text)
+            except (OSError, _ChildGone):
+                # The child died (killed, or crashed on some input): one fresh child, one retry.
+                self._stop()
+                self.restarts += 1
+                self._start()
+                return self._exchange(text)
+
+    def _exchange(self, text: str) -> str:
+        if self._proc.poll() is not None:
+            raise _ChildGone()
+        self._write(f"{text}\n{SENTINEL}")
+        lines = []
+        while (line := self._readline()) != self._sentinel:
+            lines.append(line)
+        return " ".join(x for x in lines if x)
 
     def _write(self, lines: str) -> None:
         data = memoryview(f"{lines}\n".encode())
@@ -105,15 +122,20 @@ class Espeak:
         while b"\n" not in self._buffer:
             wait = deadline - time.monotonic()
             if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                self._stop()  # out of step with its replies now: the next call starts afresh
                 raise RuntimeError(f"espeak-ng gave no phonemes within {REPLY_TIMEOUT_S:g} s")
             data = os.read(fd, 65536)
             if not data:
-                raise RuntimeError(f"espeak-ng exited (status {self._proc.wait()})")
+                raise _ChildGone()
             self._buffer += data
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line.decode("utf-8", "replace").strip()
 
     def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _stop(self) -> None:
         proc = self._proc
         if proc.poll() is None:
             try:
@@ -122,6 +144,11 @@ class Espeak:
             except (OSError, subprocess.TimeoutExpired):
                 proc.kill()
                 proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
 
     def __del__(self) -> None:
         try:

@@ -97,7 +97,7 @@ BAD = [
     ({"input": "   "}, 400, "missing_input"),
     ({"input": 42}, 400, "missing_input"),
     ({"input": "x" * (MAX_INPUT_CHARS + 1)}, 400, "input_too_long"),
-    ({"input": "hi", "response_format": "mp3"}, 400, "unsupported_response_format"),
+    ({"input": "hi", "response_format": "opus"}, 400, "unsupported_response_format"),
     ({"input": "hi", "voice": 3}, 400, "invalid_voice"),
     ({"input": "hi", "stream": "yes"}, 400, "invalid_stream"),
     ([1, 2], 400, "invalid_json"),

@@ -93,7 +93,7 @@ def test_flac_and_mp3_are_encoded_and_do_not_stream():
     for fmt, media in (("flac", "audio/flac"), ("mp3", "audio/mpeg")):
         r = post(d, response_format=fmt)
         assert r.status_code == 200 and r.headers["content-type"] == media
-        samples, rate = soundfile.read(io.BytesIO(r.content), dtype="float32")
+        _, rate = soundfile.read(io.BytesIO(r.content), dtype="float32")
         assert rate == 22_050
     flac, _ = soundfile.read(io.BytesIO(post(d, response_format="flac").content),
                              dtype="float32")

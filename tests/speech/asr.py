@@ -16,7 +16,7 @@ def resample(samples: np.ndarray, rate: int, to: int = ASR_RATE) -> np.ndarray:
     """Band-limited resampling of a whole clip (FFT: cut or pad the spectrum)."""
     if rate == to or samples.size == 0:
         return samples.astype(np.float32)
-    n = int(round(samples.size * to / rate))
+    n = round(samples.size * to / rate)
     spectrum = np.fft.rfft(samples.astype(np.float64))
     kept = np.zeros(n // 2 + 1, dtype=complex)
     m = min(kept.size, spectrum.size)

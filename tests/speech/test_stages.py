@@ -31,14 +31,14 @@ def test_cuda_provider_gets_the_stage_memory_fraction_as_its_limit():
 
 @pytest.fixture(scope="module")
 def stages():
-    import launcher.piper as piper
+    from launcher import piper
 
     return piper.acoustic(), piper.vocoder()
 
 
 @pytest.fixture(scope="module")
 def frontend():
-    import launcher.piper as piper
+    from launcher import piper
 
     return piper.frontend()
 
@@ -72,7 +72,7 @@ def test_frontend_payload_has_ids_and_sentence_lengths(frontend):
 
 @needs.speech
 def test_same_ids_same_z_and_a_new_seed_new_z(stages):
-    import launcher.piper as piper
+    from launcher import piper
 
     acoustic, _ = stages
     ids = np.array([1, 0, 20, 0, 59, 0, 24, 0, 120, 0, 27, 0, 100, 0, 10, 0, 2], dtype=np.int64)
@@ -112,6 +112,14 @@ def test_a_request_with_nothing_to_say_gives_empty_audio(stages):
     chunks = list(acoustic({"ids": torch.zeros(0, dtype=torch.int64),
                             "sentence_lengths": torch.zeros(0, dtype=torch.int64)}))
     assert len(chunks) == 1 and vocoder(chunks[0])["audio"].numel() == 0
+
+
+@needs.speech
+def test_the_card_declares_the_voices_sample_rate():
+    import planner
+    from launcher.piper import voice
+
+    assert planner.solve("piper-joe").plan.sample_rate == voice.load().sample_rate == 22_050
 
 
 @needs.speech
@@ -157,9 +165,26 @@ def test_missing_espeak_ng_fails_the_preflight_with_how_to_install(monkeypatch):
 def test_a_cuda_stage_is_capped_by_its_memory_fraction():
     import torch
 
-    import launcher.piper as piper
+    from launcher import piper
 
     vocoder = piper.vocoder(device="cuda:0", total_gpu_memory_fraction=0.05)
     opts = vocoder.decoder.get_provider_options()[runtime.CUDA_EP]
     total = torch.cuda.get_device_properties(0).total_memory
     assert int(opts["gpu_mem_limit"]) == int(0.05 * total)
+
+
+@needs.espeak
+def test_an_espeak_ng_child_that_dies_is_replaced_on_the_next_clause():
+    from launcher.piper.espeak import Espeak
+
+    espeak = Espeak()
+    try:
+        first = espeak.phonemes("hello world")
+        assert first == espeak.phonemes("hello world") and "wˈɜːld" in first
+        espeak._proc.kill()
+        espeak._proc.wait()
+        assert espeak.phonemes("hello world") == first
+        assert espeak.restarts == 1
+    finally:
+        espeak.close()
+    assert espeak._proc.poll() is not None  # closed means the child is gone
