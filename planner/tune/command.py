@@ -55,6 +55,12 @@ def _profile(args: argparse.Namespace, pipeline: planner.Pipeline, err: Console,
     if not declared.ok:
         raise TuneError(f"the declared topology of {pipeline.name} does not solve: "
                         f"{declared.diagnostics[0].message}")
+    from launcher.preflight import SetupError, check
+
+    try:
+        check(declared.plan)  # e.g. a missing espeak-ng program: one paragraph, not a traceback
+    except SetupError as exc:
+        raise TuneError(str(exc)) from None
     defaults = {"size": args.stand_in_size} if args.stand_in_size else {}
     t0 = time.perf_counter()
     profile = measure(declared.plan, requests=args.profile_requests, device=args.device,

@@ -188,3 +188,13 @@ def test_an_espeak_ng_child_that_dies_is_replaced_on_the_next_clause():
     finally:
         espeak.close()
     assert espeak._proc.poll() is not None  # closed means the child is gone
+
+
+def test_launch_refuses_before_starting_anything_when_espeak_ng_is_missing(monkeypatch):
+    import planner
+    from launcher import LaunchError, launch
+
+    monkeypatch.setenv("ESPEAK_NG", "no-such-espeak-ng")
+    monkeypatch.setattr("launcher.piper._importable", lambda module: True)
+    with pytest.raises(LaunchError, match="stage 'frontend'.*apt-get install -y espeak-ng"):
+        launch(planner.solve("piper-joe").plan, device="cpu")
