@@ -324,10 +324,10 @@ def _tie_reason(choice: Choice, near: Sequence[int]) -> str:
                    "between processes (the model does not charge for that)")
     if crowded:
         out.append(f"`{best.name}` leaves the busiest stage {best.crowding_ms:.0f} ms of other "
-                   f"native work per request in its process against "
+                   f"native work per request beside that stage, against "
                    f"{', '.join(f'{c.crowding_ms:.0f}' for c in crowded)} ms in {names(crowded)}, "
-                   "and a stage of short native calls waits for its neighbours' interpreter "
-                   "lock more than the model charges")
+                   "and a stage of short native calls waits for the interpreter lock of the "
+                   "stages beside that stage more than the model charges")
     if lower:
         out.append(f"`{best.name}` is predicted higher than {names(lower)}, by "
                    f"{min((s0 - score(c, choice.objective)) / max(abs(s0), 1e-9) for c in lower):.1%}"

@@ -69,9 +69,20 @@ def test_a_tie_is_said_as_a_tie_with_how_it_was_picked_and_verify_to_settle_it()
 
 
 def test_why_names_the_placement_it_speaks_of():
+    from tests.tune.test_model import HandoffCost
+
     pl, prof = four()
-    for load in (Workload(concurrency=1), Workload(concurrency=4)):
-        assert not re.search(r"\bit\b|\bits\b", why(choose(pl, prof, (load,))), re.IGNORECASE)
+    # and a tie settled by the company of the busiest stage (torch-like stages, test_model.py)
+    torch_like = profile({"pre": (0.05, 0.5, 0.0), "engine": (1.2, 260.0, 0.0),
+                          "vocoder": (0.4, 40.0, 0.0)}, cores=2, native_call_ms=0.02,
+                         handoff=HandoffCost(0.05, 15.0, 0.014))
+    texts = [why(choose(pl, prof, (load,)))
+             for load in (Workload(concurrency=1), Workload(concurrency=4))]
+    texts.append(why(choose(chain("pre", "engine", "vocoder"), torch_like,
+                            (Workload(concurrency=8),))))
+    assert "native work per request beside that stage" in texts[-1]
+    for text in texts:
+        assert not re.search(r"\bit\b|\bits\b", text, re.IGNORECASE), text
 
 
 def test_measured_columns_say_prediction_error_not_err():
