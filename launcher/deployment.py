@@ -121,11 +121,16 @@ class Deployment:
 
     def health(self) -> dict[str, Any]:
         sup = self._supervisor
+        alive = getattr(self._backend, "alive", None)
         with sup.lock:
             procs = list(sup.procs.values())
+            # A process that died a moment ago is not ready, though the supervisor has not
+            # noticed yet (up to its poll interval): /health says so at once.
+            states = {p.name: "exited" if p.state == "ready" and alive is not None
+                      and not alive(p.name) else p.state for p in procs}
             state = sup.state
             helpers = self._helpers()
-            if state == "running" and (any(p.state != "ready" for p in procs) or any(
+            if state == "running" and (any(s != "ready" for s in states.values()) or any(
                     h.get("state") != "ok" for h in helpers.values())):
                 state = "degraded"
             return {
@@ -140,7 +145,7 @@ class Deployment:
                     {
                         "name": p.name,
                         "pid": p.pid if p.running else None,
-                        "state": p.state,
+                        "state": states[p.name],
                         "stages": [s.name for s in p.spec.stages],
                         "gpu": p.spec.gpu,
                         "memory_fraction": p.spec.memory_fraction,

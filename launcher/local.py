@@ -65,6 +65,7 @@ class _Handle:
     lock: threading.Lock = field(default_factory=threading.Lock)
     reader: FrameReader = field(init=False)
     notes_reader: FrameReader = field(init=False)
+    forked: bool = False  # by the fork server, which reports its exit status
     exit: Any = field(init=False)  # readable once the process has exited: a pidfd, or sentinel
 
     def __post_init__(self) -> None:
@@ -85,8 +86,8 @@ class _Handle:
             return self.process.exitcode
         if mpc.wait([self.process.sentinel], 0.5):
             code = self.process.exitcode  # the fork server's report, unless it died first
-            if code == 255 and not _forkserver_alive():
-                return None
+            if code == 255 and self.forked and not _forkserver_alive():
+                return None  # multiprocessing's stand-in for "the fork server is gone"
             return code
         return None
 
@@ -166,7 +167,8 @@ class LocalBackend:
             process.start()
             child_end.close()  # so that the worker's death reads as EOF here
             notes_out.close()
-            handle = _Handle(spec, process, parent_end, notes_in, process.pid)
+            handle = _Handle(spec, process, parent_end, notes_in, process.pid,
+                             forked=self._forkserver)
             self._procs[spec.name] = handle
             self._selector.register(parent_end, selectors.EVENT_READ, (handle, "conn"))
             self._selector.register(handle.exit, selectors.EVENT_READ, (handle, "exit"))
@@ -242,7 +244,10 @@ class LocalBackend:
         if not self._forkserver:
             return {}
         with self._fs_lock:
-            return {"fork_server": {"pid": _forkserver_pid(), "state": self._fs_state,
+            state = self._fs_state
+            if state == "ok" and self._fs_watch is not None and not _forkserver_alive():
+                state = "exited"  # a moment ago: the supervisor's next look restarts it
+            return {"fork_server": {"pid": _forkserver_pid(), "state": state,
                                     "restarts": self._fs_restarts}}
 
     def pids(self) -> dict[str, int]:

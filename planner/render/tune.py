@@ -177,7 +177,7 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
                 t.add_column("pred.\nerror", justify="right")
         notes = [tie_note(choice, i) for i in range(len(choice.ranked))]
         if any(notes):
-            t.add_column(f"tie (within {TIE:.0%})")
+            t.add_column(f"tie\n({TIE:.0%})")  # predicted within this of each other
         for i, c in enumerate(choice.ranked):
             row = [str(i + 1), Text(placement_cell(c), style="bold" if i == 0 else ""),
                    str(c.processes), f"{c.memory_mib:.0f}"]
