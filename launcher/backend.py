@@ -28,8 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .protocol import FromWorker, ToPeer, ToWorker, decode
-from .specs import WorkerSpec
+from launcher.protocol import FromWorker, ToPeer, ToWorker, decode
+from launcher.specs import WorkerSpec
 
 NOTES_S = 0.01  # a backend reads bookkeeping at least this often while requests flow
 

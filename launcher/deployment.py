@@ -25,16 +25,16 @@ from typing import Any
 
 from planner import Plan
 
-from . import ipc, metrics, preflight
-from .admission import default_max_queued, registry_size
-from .audio import Audio
-from .backend import Backend
-from .errors import LaunchError, Unavailable
-from .layout import layout, resolve_device
-from .local import LocalBackend
-from .requests import SpeechRequest
-from .restart import RestartPolicy
-from .supervisor import Supervisor
+from launcher import ipc, metrics, preflight
+from launcher.admission import default_max_queued, registry_size
+from launcher.audio import Audio
+from launcher.backend import Backend
+from launcher.errors import LaunchError, Unavailable
+from launcher.layout import layout, resolve_device
+from launcher.local import LocalBackend
+from launcher.requests import SpeechRequest
+from launcher.restart import RestartPolicy
+from launcher.supervisor import Supervisor
 
 SHM_PREFIX = "stageplanner-"
 # A payload up to this size crosses inside its message: cheaper than a shared block's lease and

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from .protocol import HandedOver, PassedOn, Released, Result
+from launcher.protocol import HandedOver, PassedOn, Released, Result
 
 FORGET_AFTER = 4096  # cancelled request ids remembered (late payloads of them are dropped)
 

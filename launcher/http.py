@@ -41,12 +41,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import encode
-from .audio import SAMPLE_RATE, pcm16, wav_header
-from .deployment import Deployment
-from .errors import RequestFailed
-from .limits import MAX_BODY_BYTES, MAX_INPUT_CHARS, REQUEST_TIMEOUT_S
-from .requests import SpeechRequest
+from launcher import encode
+from launcher.audio import SAMPLE_RATE, pcm16, wav_header
+from launcher.deployment import Deployment
+from launcher.errors import RequestFailed
+from launcher.limits import MAX_BODY_BYTES, MAX_INPUT_CHARS, REQUEST_TIMEOUT_S
+from launcher.requests import SpeechRequest
 
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm",
                **{f: media for f, (_, _, media) in encode.COMPRESSED.items()}}

@@ -13,8 +13,8 @@ import time
 from collections import deque
 from typing import Any, Protocol
 
-from .backend import unregister
-from .protocol import Deliver, FrameReader, decode, encode, write_frame
+from launcher.backend import unregister
+from launcher.protocol import Deliver, FrameReader, decode, encode, write_frame
 
 
 class _Channel(Protocol):

@@ -11,9 +11,9 @@ from typing import Any
 
 from planner import Plan
 
-from .backend import Unit
-from .errors import LaunchError
-from .specs import CLIENT, StageSpec, Successor, TpSpec, WorkerSpec
+from launcher.backend import Unit
+from launcher.errors import LaunchError
+from launcher.specs import CLIENT, StageSpec, Successor, TpSpec, WorkerSpec
 
 
 @dataclass(frozen=True)

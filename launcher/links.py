@@ -33,10 +33,10 @@ import threading
 import time
 from collections import deque
 
-from .backend import PeerUnreachable
-from .inbox import Link, StageInbox, Watch
-from .ipc import safe_name
-from .protocol import (
+from launcher.backend import PeerUnreachable
+from launcher.inbox import Link, StageInbox, Watch
+from launcher.ipc import safe_name
+from launcher.protocol import (
     BOOKKEEPING, Deliver, FrameReader, Free, FromWorker, Hello, PeerGone, ToPeer, ToWorker, decode,
     encode, write_frame,
 )

@@ -37,12 +37,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ipc
-from .backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
-from .layout import with_fresh_rendezvous
-from .links import LocalChannel, remove_socket_dir
-from .protocol import FrameReader, Stop, ToWorker, encode, write_frame
-from .specs import WorkerSpec
+from launcher import ipc
+from launcher.backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
+from launcher.layout import with_fresh_rendezvous
+from launcher.links import LocalChannel, remove_socket_dir
+from launcher.protocol import FrameReader, Stop, ToWorker, encode, write_frame
+from launcher.specs import WorkerSpec
 
 PRELOAD = ["launcher.local", "launcher.worker", "launcher.standins"]
 
@@ -50,7 +50,7 @@ PRELOAD = ["launcher.local", "launcher.worker", "launcher.standins"]
 def _run(spec: WorkerSpec, control: mpc.Connection, notes: mpc.Connection, token: str,
          authkey: bytes) -> None:
     """The worker process's entry point."""
-    from . import worker
+    from launcher import worker
 
     worker.main(spec, LocalChannel(spec.name, control, notes, token, authkey))
 

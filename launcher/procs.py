@@ -5,9 +5,9 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
-from .ipc import PoolUsage
-from .protocol import BuildError
-from .specs import WorkerSpec
+from launcher.ipc import PoolUsage
+from launcher.protocol import BuildError
+from launcher.specs import WorkerSpec
 
 # A worker that exits before its own code runs died in multiprocessing's bootstrap, where the
 # forkserver/spawn child re-imports the launching script: an unguarded launch() there fails.

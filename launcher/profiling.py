@@ -38,10 +38,10 @@ import torch
 import planner
 from planner import HandoffCost, Profile, StageProfile
 
-from .bench.machine import cpu_model, process_cpu_s
-from .bench.texts import request_texts, warmup_texts
-from .metrics import rss_bytes
-from .worker import resolve_factory
+from launcher.bench.machine import cpu_model, process_cpu_s
+from launcher.bench.texts import request_texts, warmup_texts
+from launcher.metrics import rss_bytes
+from launcher.worker import resolve_factory
 
 TEXT_CHARS = 100  # the bench's default request length
 
@@ -373,8 +373,8 @@ def _serve_null(stage: dict[str, Any], requests: int) -> tuple[float, float]:
 
     import yaml
 
-    from .bench.loadgen import Closed, Load, run_load
-    from .bench.server import Server, ServerSpec
+    from launcher.bench.loadgen import Closed, Load, run_load
+    from launcher.bench.server import Server, ServerSpec
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "front-door.yaml")
@@ -406,8 +406,8 @@ def _served_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any],
                texts: tuple[str, ...]) -> dict[str, float]:
     """Each stage's time per request as the launcher itself times it (its calls and their
     handoffs on), with `plan` served and driven one request at a time."""
-    from . import launch
-    from .worker import STATS_INTERVAL_S
+    from launcher import launch
+    from launcher.worker import STATS_INTERVAL_S
 
     with launch(plan, device=device, factory_defaults=defaults) as deployment:
         deployment.synthesize(texts[0], timeout=600)  # warm up: first calls build caches
@@ -485,7 +485,7 @@ def _crossing(requests: int = 1500) -> tuple[float, float]:
     time through `launcher.launch`. A crossing costs a tenth of a millisecond or so; measured as
     the difference of two served HTTP runs, it drowned in their noise (+-15% of a millisecond
     and more), so it is measured here, on many requests, with the HTTP front door left out."""
-    from . import launch
+    from launcher import launch
 
     def pipeline(split: bool) -> dict[str, Any]:
         def stage(name: str, nxt: str | None) -> dict[str, Any]:

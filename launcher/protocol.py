@@ -44,7 +44,7 @@ from dataclasses import dataclass, fields
 from multiprocessing.connection import Connection
 from operator import attrgetter
 
-from .ipc import Packed, PoolUsage, TensorRef
+from launcher.ipc import Packed, PoolUsage, TensorRef
 
 # -- to a worker (from the supervisor; Deliver and Free also from a peer) ------------------------
 

@@ -35,13 +35,13 @@ from typing import Any
 
 from planner import Cluster, Node
 
-from . import ipc, links
-from .backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
-from .errors import LaunchError
-from .layout import with_fresh_rendezvous
-from .protocol import FrameReader, ToWorker, encode, write_frame
-from .ray_bundles import ReplicaBundles
-from .specs import WorkerSpec
+from launcher import ipc, links
+from launcher.backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
+from launcher.errors import LaunchError
+from launcher.layout import with_fresh_rendezvous
+from launcher.protocol import FrameReader, ToWorker, encode, write_frame
+from launcher.ray_bundles import ReplicaBundles
+from launcher.specs import WorkerSpec
 
 EXITS_S = 0.1  # how often actors that never dialled back are checked
 START_TIMEOUT_S = 120.0  # for Ray to start an actor in a reserved bundle
@@ -374,8 +374,8 @@ def host_worker(spec: WorkerSpec, address: Any, authkey: bytes, token: str) -> N
     does. Returns only when the worker exits (it ends the process)."""
     import ray
 
-    from . import worker
-    from .links import LocalChannel
+    from launcher import worker
+    from launcher.links import LocalChannel
 
     ctx = ray.get_runtime_context()
     who = {"process": spec.name, "pid": os.getpid(), "node": ctx.get_node_id(),

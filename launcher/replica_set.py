@@ -21,11 +21,11 @@ from typing import Any, Literal
 
 from planner import Cluster, Packing, Plan
 
-from . import metrics
-from .audio import Audio
-from .deployment import Deployment, launch
-from .errors import LaunchError, Unavailable
-from .requests import SpeechRequest
+from launcher import metrics
+from launcher.audio import Audio
+from launcher.deployment import Deployment, launch
+from launcher.errors import LaunchError, Unavailable
+from launcher.requests import SpeechRequest
 
 BackendName = Literal["local", "ray"]
 
@@ -152,8 +152,8 @@ def launch_replicas(plan: Plan, packing: Packing, device: str = "auto", *,
     start stops the others, and the `LaunchError` names it."""
     nodes = {n.name: n for n in (cluster.nodes if cluster is not None else ())}
     if backend != "local":
-        from .ray_backend import RayBackend
-        from .ray_bundles import replica_bundles
+        from launcher.ray_backend import RayBackend
+        from launcher.ray_bundles import replica_bundles
 
         bundles = replica_bundles(plan, packing.demand.gpus, packing.demand.limit)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .audio import SAMPLE_RATE, Audio
-from .errors import RequestFailed, RequestTimeout
+from launcher.audio import SAMPLE_RATE, Audio
+from launcher.errors import RequestFailed, RequestTimeout
 
 OUTCOMES = ("ok", "error", "cancelled")
 

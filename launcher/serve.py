@@ -23,12 +23,12 @@ from typing import Any, TextIO
 import torch
 import uvicorn
 
-from .console import WorkerWatch
-from .deployment import launch
-from .errors import LaunchError
-from .http import create_app
-from .http_timeouts import KEEP_ALIVE_S, guarded
-from .preflight import SetupError, check
+from launcher.console import WorkerWatch
+from launcher.deployment import launch
+from launcher.errors import LaunchError
+from launcher.http import create_app
+from launcher.http_timeouts import KEEP_ALIVE_S, guarded
+from launcher.preflight import SetupError, check
 
 EXIT_OK = 0
 EXIT_BAD_ADDRESS = 2

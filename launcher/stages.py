@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from . import cancellation, ipc, tp
-from .backend import Channel, Inbox, PeerUnreachable
-from .holdings import Holdings, release_notes
-from .join import Envelope, Joiner, JoinError
-from .protocol import Deliver, HandedOver, Released, Result, StageError, Undeliverable
-from .specs import PARENT, StageSpec, Successor, WorkerSpec
+from launcher import cancellation, ipc, tp
+from launcher.backend import Channel, Inbox, PeerUnreachable
+from launcher.holdings import Holdings, release_notes
+from launcher.join import Envelope, Joiner, JoinError
+from launcher.protocol import Deliver, HandedOver, Released, Result, StageError, Undeliverable
+from launcher.specs import PARENT, StageSpec, Successor, WorkerSpec
 
 
 class StageRunner:

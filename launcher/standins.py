@@ -39,8 +39,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import cancellation
-from .audio import SAMPLE_RATE
+from launcher import cancellation
+from launcher.audio import SAMPLE_RATE
 
 FRAME_RATE = 12.5
 HOP = int(SAMPLE_RATE / FRAME_RATE)  # 1920 samples per codec frame

@@ -21,20 +21,20 @@ from typing import Any
 
 import torch
 
-from . import ipc
-from .admission import Refusals
-from .backend import Backend, Exited, Received, Unit
-from .errors import Overloaded, RequestFailed, StageFailed, Unavailable, WorkerDied
-from .layout import Layout
-from .metrics import Histogram
-from .procs import Proc, exit_text, startup_failure
-from .protocol import (
+from launcher import ipc
+from launcher.admission import Refusals
+from launcher.backend import Backend, Exited, Received, Unit
+from launcher.errors import Overloaded, RequestFailed, StageFailed, Unavailable, WorkerDied
+from launcher.layout import Layout
+from launcher.metrics import Histogram
+from launcher.procs import Proc, exit_text, startup_failure
+from launcher.protocol import (
     BuildError, Building, Cancel, Deliver, Free, HandedOver, PassedOn, PeerGone, Ready, Released,
     Result, StageError, Started, Stats, Undeliverable,
 )
-from .requests import RequestTable, SpeechRequest
-from .restart import RestartPolicy
-from .specs import CLIENT
+from launcher.requests import RequestTable, SpeechRequest
+from launcher.restart import RestartPolicy
+from launcher.specs import CLIENT
 
 POLL_S = 0.1
 

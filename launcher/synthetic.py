@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .standins import SAMPLE_RATE
+from launcher.standins import SAMPLE_RATE
 
 _BLOCK = b"\x5a" * (64 << 10)  # hashing 64 KiB releases the interpreter lock (CPython hashlib)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from . import cancellation
+from launcher import cancellation
 
 IDLE_BROADCAST_S = 30.0  # keeps idle follower ranks inside gloo's collective timeout
 

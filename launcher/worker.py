@@ -32,13 +32,13 @@ from typing import Any
 
 import torch
 
-from . import ipc, tp
-from .backend import Channel
-from .protocol import (
+from launcher import ipc, tp
+from launcher.backend import Channel
+from launcher.protocol import (
     BuildError, Building, Cancel, Deliver, Free, PeerGone, Ready, Started, Stats, Stop,
 )
-from .specs import StageSpec, WorkerSpec
-from .stages import StageRunner
+from launcher.specs import StageSpec, WorkerSpec
+from launcher.stages import StageRunner
 
 STATS_INTERVAL_S = 0.5
 

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .http1 import Pool
+from launcher.bench.http1 import Pool
 
 SPIN_S = 0.0005  # the last stretch before a due time is spun, not slept
 PREPARE_S = 0.005  # this long before a request is due, connections for it are opened

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .loadgen import Closed
-from .results import Bench, Run, total_rss
+from launcher.bench.loadgen import Closed
+from launcher.bench.results import Bench, Run, total_rss
 
 OVERVIEW_PNG = "overview.png"
 CDF_PNG = "latency_cdf.png"

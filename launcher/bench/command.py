@@ -20,14 +20,14 @@ from planner.limits import (
     MAX_BURSTINESS, MAX_CONCURRENCY, MAX_COUNT, MAX_DURATION_S, MAX_MS, MAX_RATE, MIN_RATE,
 )
 
-from .charts import write_charts
-from .loadgen import Closed, Open, Shape, Slo, describe
-from .machine import environment
-from .placements import PlacementError, choose
-from .report import LiveProgress, failures, markdown, render_table, write_json
-from .results import Bench
-from .runner import Settings, run_all
-from .server import ServerFailed
+from launcher.bench.charts import write_charts
+from launcher.bench.loadgen import Closed, Open, Shape, Slo, describe
+from launcher.bench.machine import environment
+from launcher.bench.placements import PlacementError, choose
+from launcher.bench.report import LiveProgress, failures, markdown, render_table, write_json
+from launcher.bench.results import Bench
+from launcher.bench.runner import Settings, run_all
+from launcher.bench.server import ServerFailed
 
 EXIT_ALL_FAILED = 1  # every request of some placement at some load failed
 EXIT_INVALID = 2

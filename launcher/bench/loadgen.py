@@ -36,10 +36,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .arrivals import Sent, Unsent
-from .http1 import Endpoint, Pool, ProtocolError, Response, speech_request
-from .sendproc import SenderProcess
-from .stats import Summary, summarise
+from launcher.bench.arrivals import Sent, Unsent
+from launcher.bench.http1 import Endpoint, Pool, ProtocolError, Response, speech_request
+from launcher.bench.sendproc import SenderProcess
+from launcher.bench.stats import Summary, summarise
 
 CLOSED, OPEN = "closed-loop", "open-loop"
 ARRIVALS = ("poisson", "gamma", "constant")

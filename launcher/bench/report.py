@@ -22,9 +22,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from .loadgen import LATE_S, Sample, describe
-from .results import Bench, Run, total_rss
-from .rounds import spread
+from launcher.bench.loadgen import LATE_S, Sample, describe
+from launcher.bench.results import Bench, Run, total_rss
+from launcher.bench.rounds import spread
 
 PARETO_MARK = "★"
 MIB = 1024 * 1024

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .compare import Point, pareto_front, ratio
-from .loadgen import LATE_S, Closed, LoadResult, Shape, Slo
-from .measure import ProcessPeak, StageTime
-from .placements import Placement
+from launcher.bench.compare import Point, pareto_front, ratio
+from launcher.bench.loadgen import LATE_S, Closed, LoadResult, Shape, Slo
+from launcher.bench.measure import ProcessPeak, StageTime
+from launcher.bench.placements import Placement
 
 SCHEMA = "stage-planner-bench/2"
 

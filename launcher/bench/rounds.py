@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .loadgen import LoadResult
-from .measure import ProcessPeak, StageTime, ideal_throughput
-from .results import Run
+from launcher.bench.loadgen import LoadResult
+from launcher.bench.measure import ProcessPeak, StageTime, ideal_throughput
+from launcher.bench.results import Run
 
 
 def split(total: int, rounds: int) -> list[tuple[int, int]]:

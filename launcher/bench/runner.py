@@ -13,19 +13,19 @@ import httpx
 
 import planner
 
-from . import rounds
-from .loadgen import Closed, Load, LoadResult, Sample, Shape, Slo, run_load
-from .measure import (
+from launcher.bench import rounds
+from launcher.bench.loadgen import Closed, Load, LoadResult, Sample, Shape, Slo, run_load
+from launcher.bench.measure import (
     GpuSampler,
     ideal_throughput,
     process_peaks,
     settled_metrics,
     stage_profile,
 )
-from .placements import Placement
-from .results import Run
-from .server import Server, ServerSpec
-from .texts import request_texts, warmup_texts
+from launcher.bench.placements import Placement
+from launcher.bench.results import Run
+from launcher.bench.server import Server, ServerSpec
+from launcher.bench.texts import request_texts, warmup_texts
 
 DURATION_TEXT_POOL = 512  # distinct texts cycled through by --duration runs
 

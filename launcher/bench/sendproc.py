@@ -40,8 +40,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from .arrivals import Pacer, Sender, Sent, Unsent, realtime
-from .http1 import Endpoint, Pool
+from launcher.bench.arrivals import Pacer, Sender, Sent, Unsent, realtime
+from launcher.bench.http1 import Endpoint, Pool
 
 MAX_MESSAGE = 64 * 1024  # bytes of one message (the longest is an unsent request's error)
 START_TIMEOUT_S = 60.0  # for the child to start and say it is ready (a loaded machine is slow)

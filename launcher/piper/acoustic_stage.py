@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import voice as V
-from .runtime import session
+from launcher.piper import voice as V
+from launcher.piper.runtime import session
 
 MIN_SPEED, MAX_SPEED = 0.25, 4.0  # OpenAI's `speed` range
 

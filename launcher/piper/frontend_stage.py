@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import text as T
-from .espeak import Espeak
+from launcher.piper import text as T
+from launcher.piper.espeak import Espeak
 
 
 class Frontend:

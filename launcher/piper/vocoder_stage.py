@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import voice as V
-from .runtime import session
+from launcher.piper import voice as V
+from launcher.piper.runtime import session
 
 
 class Vocoder:

@@ -9,7 +9,7 @@ import sys
 
 from launcher.serve import serve
 
-from . import plans
+from tests.launcher import plans
 
 if __name__ == "__main__":
     args = sys.argv[1:] + [None] * 4

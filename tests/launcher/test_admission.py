@@ -18,8 +18,8 @@ from launcher.admission import default_max_queued, registry_size
 from launcher.errors import Overloaded
 from launcher.http import create_app
 
-from . import plans
-from .conftest import DEVICE, TINY
+from tests.launcher import plans
+from tests.launcher.conftest import DEVICE, TINY
 
 PACED = "tests.launcher.factories:paced_generator"
 

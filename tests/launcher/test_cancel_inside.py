@@ -10,8 +10,8 @@ import pytest
 
 from launcher import cancellation, launch, standins
 
-from . import plans
-from .conftest import DEVICE
+from tests.launcher import plans
+from tests.launcher.conftest import DEVICE
 
 LONG = ("A long paragraph of text that somebody gave up on. " * 80)[:4000]
 

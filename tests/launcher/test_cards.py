@@ -13,7 +13,7 @@ from launcher import launch, standins
 from launcher.http import create_app
 from planner import all_cards, solve
 
-from .conftest import DEVICE, TINY
+from tests.launcher.conftest import DEVICE, TINY
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2

@@ -24,7 +24,7 @@ from launcher.replica_set import launch_replicas
 from planner import Cluster, Node
 from planner.api import solve_replicas
 
-from .conftest import DEVICE
+from tests.launcher.conftest import DEVICE
 
 pytestmark = pytest.mark.slow
 PHASE_S = 30.0

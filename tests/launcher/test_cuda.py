@@ -7,8 +7,8 @@ import torch
 
 from launcher import LaunchError, launch
 
-from . import plans
-from .conftest import TINY
+from tests.launcher import plans
+from tests.launcher.conftest import TINY
 
 pytestmark = [
     pytest.mark.slow,

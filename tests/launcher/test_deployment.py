@@ -23,8 +23,8 @@ from launcher import (
 )
 from launcher.audio import SAMPLE_RATE
 
-from . import plans
-from .conftest import DEVICE, TINY, pid_alive
+from tests.launcher import plans
+from tests.launcher.conftest import DEVICE, TINY, pid_alive
 
 pytestmark = pytest.mark.slow
 TEXT = "Placement must not change the audio."

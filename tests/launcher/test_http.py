@@ -28,8 +28,8 @@ from launcher import launch, standins
 from launcher.http import MAX_INPUT_CHARS, create_app
 from launcher.metric_names import REQUESTS, REQUESTS_IN_FLIGHT, total
 
-from . import plans
-from .conftest import DEVICE, TINY, pid_alive
+from tests.launcher import plans
+from tests.launcher.conftest import DEVICE, TINY, pid_alive
 
 pytestmark = pytest.mark.slow
 TEXT = "Hello from the speech endpoint."

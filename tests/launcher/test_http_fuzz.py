@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from launcher import standins
 
-from .conftest import leftovers
+from tests.launcher.conftest import leftovers
 
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from .test_http import _start_server
+from tests.launcher.test_http import _start_server
 
 pytestmark = pytest.mark.slow
 LONG = "This sentence goes on for a while, so that the stream lasts long enough. " * 5

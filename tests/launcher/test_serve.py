@@ -11,7 +11,7 @@ import launcher.serve
 from launcher.errors import LaunchError
 from planner.cli import main
 
-from . import plans
+from tests.launcher import plans
 
 
 @pytest.fixture

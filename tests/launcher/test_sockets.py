@@ -11,8 +11,8 @@ import pytest
 
 from launcher import launch, links
 
-from . import plans
-from .conftest import DEVICE, TINY
+from tests.launcher import plans
+from tests.launcher.conftest import DEVICE, TINY
 
 TEXT = "a silent neighbour stalls nothing"
 

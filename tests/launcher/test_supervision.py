@@ -12,8 +12,8 @@ import pytest
 
 from launcher import launch
 
-from . import plans
-from .conftest import DEVICE, TINY, pid_alive
+from tests.launcher import plans
+from tests.launcher.conftest import DEVICE, TINY, pid_alive
 
 pytestmark = pytest.mark.slow
 TEXT = "The fork server died, and nobody noticed."

@@ -22,9 +22,9 @@ from launcher.http import create_app
 from planner import load_pipeline
 from planner.placements import feasible_placements
 
-from . import needs
-from .asr import transcribe_wav, wer
-from .sentences import SENTENCES, WER_LIMIT
+from tests.speech import needs
+from tests.speech.asr import transcribe_wav, wer
+from tests.speech.sentences import SENTENCES, WER_LIMIT
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from . import needs
-from .asr import transcribe, wer
-from .sentences import SENTENCES, WER_LIMIT
+from tests.speech import needs
+from tests.speech.asr import transcribe, wer
+from tests.speech.sentences import SENTENCES, WER_LIMIT
 
 
 def test_word_error_rate_counts_substitutions_deletions_and_insertions():
