@@ -5,7 +5,7 @@
 - in-process: what the launcher does between stages of one process, a queue put of the payload
   dict read by another thread (no copy at all);
 - cross-process: what it does between processes, a copy into a block of the sender's warm
-  `launcher.ipc.SegmentPool`, a control message over a pipe, and `Receiver.unpack` in the
+  `launcher.wire.ipc.SegmentPool`, a control message over a pipe, and `Receiver.unpack` in the
   receiving process (tensor views of the block, mapped once: no copy), timed until the receiver
   acknowledges with the tensor's last element (checked, so a stale block would show). The receiver
   then drops the tensor; its finalizer gives the lease back over the pipe, and the sender's pool
@@ -33,7 +33,7 @@ from datetime import date
 
 import torch
 
-from launcher import ipc
+from launcher.wire import ipc
 
 MIB = 1 << 20
 SIZES = (1 * MIB, 64 * MIB)

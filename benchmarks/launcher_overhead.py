@@ -44,7 +44,7 @@ from handoff_cost import memory_copy  # the same baseline: a plain copy_ into to
 
 import launcher
 import planner
-from launcher.bench.machine import cpu_model, process_cpu_s
+from planner.app.bench.machine import cpu_model, process_cpu_s
 
 KIB, MIB = 1 << 10, 1 << 20
 BIG = 64 * MIB

@@ -26,10 +26,10 @@ import threading
 import time
 from datetime import date
 
-from launcher.bench.arrivals import realtime
-from launcher.bench.loadgen import LATE_S, Closed, Load, Open, arrival_times, run_load
-from launcher.bench.machine import cpu_model
-from launcher.bench.stats import percentile
+from planner.app.bench.arrivals import realtime
+from planner.app.bench.loadgen import LATE_S, Closed, Load, Open, arrival_times, run_load
+from planner.app.bench.machine import cpu_model
+from planner.app.bench.stats import percentile
 
 FIRST_S, CHUNKS, CHUNK_S, CHUNK_BYTES = 0.05, 4, 0.02, 9600  # 0.2 s of 24 kHz PCM per chunk
 

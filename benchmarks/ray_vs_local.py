@@ -32,8 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from launcher_overhead import KIB, null_pipeline
 
 import planner
-from launcher.bench.machine import cpu_model
-from launcher.replica_set import launch_replicas
+from planner.app.bench.machine import cpu_model
+from launcher.serving.replica_set import launch_replicas
 
 CONCURRENCY = 16
 
@@ -80,7 +80,7 @@ def main() -> None:
     result = planner.solve_replicas(pipeline, cluster, 1, requests=requests, gpus=False)
     assert result.ok, result.diagnostics
     rows = {}
-    from launcher.ray_backend import RaySession
+    from launcher.backends.ray_backend import RaySession
 
     t = time.perf_counter()
     session = RaySession(num_cpus=max(4, os.cpu_count() or 1))  # a local Ray instance

@@ -26,7 +26,7 @@ from datetime import date
 from pathlib import Path
 
 import planner
-from launcher.bench.machine import cpu_model
+from planner.app.bench.machine import cpu_model
 from planner.tune.model import Workload
 from planner.tune.parallel import predict_many, usable_cores
 from planner.tune.profile import Profile
@@ -83,7 +83,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> int:
     out = tmp / "answers"
     cmds = {card: PLANNER + ["tune", card, "--profile", str(p), "--output", str(out / card),
                              *loads] for card, p in sorted(cards.items())}
-    floor = [sys.executable, "-c", "import planner.cli, planner.tune.command"]
+    floor = [sys.executable, "-c", "import planner.app.cli, planner.app.tune_command"]
     try:
         load_avg = os.getloadavg()[0]
     except OSError:

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 import planner
-from planner.render.flags import flags
+from planner.flags import flags
 from planner.tune.choose import choose
 from planner.tune.model import Workload
 from planner.tune.profile import Profile

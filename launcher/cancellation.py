@@ -1,6 +1,6 @@
 """Cancellation points inside a long step.
 
-A stage that streams is cancelled between two of its outputs (`launcher.stages`); a long step
+A stage that streams is cancelled between two of its outputs (`launcher.worker.stages`); a long step
 before its first output (a prefill) would run to its end. Such a stage may `yield None` between
 the inner pieces of that step: no output, one more point where the runner may close it. It does
 so only where `points_wanted()`: on the launcher's stage threads (and its tensor-parallel

@@ -25,16 +25,18 @@ from typing import Any
 
 from planner import Plan
 
-from launcher import ipc, metrics, preflight
-from launcher.admission import default_max_queued, registry_size
+from launcher.wire import ipc
+from launcher.serving import metrics
+from launcher.control import preflight
+from launcher.control.admission import default_max_queued, registry_size
 from launcher.audio import Audio
-from launcher.backend import Backend
+from launcher.wire.backend import Backend
 from launcher.errors import LaunchError, Unavailable
-from launcher.layout import layout, resolve_device
-from launcher.local import LocalBackend
-from launcher.requests import SpeechRequest
-from launcher.restart import RestartPolicy
-from launcher.supervisor import Supervisor
+from launcher.control.layout import layout, resolve_device
+from launcher.backends.local import LocalBackend
+from launcher.control.request_table import SpeechRequest
+from launcher.control.restart import RestartPolicy
+from launcher.control.supervisor import Supervisor
 
 SHM_PREFIX = "stageplanner-"
 # A payload up to this size crosses inside its message: cheaper than a shared block's lease and

@@ -108,7 +108,7 @@ _PREPARED: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _PREPARED_LOCK = threading.Lock()
 # A request that failed before its consumer ran never pops its entry: the registry is bounded,
 # oldest out first. The launcher offers `max_prepared` from its admission bound
-# (`launcher.admission.registry_size`), so every request it lets in keeps its entry.
+# (`launcher.control.admission.registry_size`), so every request it lets in keeps its entry.
 _PREPARED_CAP = [256]
 
 

@@ -39,8 +39,8 @@ from planner.plan import (
     TpProcess,
 )
 from planner.render.dicts import request_dict, request_from_dict
-from planner.render.flags import command_line, flag, flags, from_options
-from planner.render.flags import parse as parse_flags
+from planner.flags import command_line, flag, flags, from_options
+from planner.flags import parse as parse_flags
 from planner.replicas import Packing, pack
 from planner.topology import tp_rank_names
 from planner.tune.profile import HandoffCost, Profile, StageProfile

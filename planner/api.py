@@ -15,7 +15,7 @@ from planner.errors import ConfigError
 from planner.pipeline import Pipeline
 from planner.plan import Assign, Diagnostic, Fix, Isolate, Plan, Request, Result
 from planner.problem import SCALE, Problem, to_units
-from planner.render.flags import from_options
+from planner.flags import from_options
 from planner.replicas import NodeCapacity, Packing, Strategy, fraction_hint, pack
 from planner.requests import parse_requests
 from planner.solver import Assignment, NearestPlacement, PlacementModel, check_domains

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from planner.config import PROCESS_NAME_CHARS, name_problem
 from planner.pipeline import Pipeline
 from planner.plan import Assign, Diagnostic, Fix, Isolate, Request
-from planner.render.flags import flag
+from planner.flags import flag
 from planner.topology import Baseline
 
 

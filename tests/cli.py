@@ -1,6 +1,6 @@
 """Run `planner` as a user does, in one of two ways:
 
-- in this process (`planner.cli.main` with its stdout and stderr captured, the environment and the
+- in this process (`planner.app.cli.main` with its stdout and stderr captured, the environment and the
   working directory as given): the fast lane's way, milliseconds a run;
 - as a subprocess (`python -m planner`): the end-to-end way, a second or more a run (the
   interpreter and its imports start each time), so only in the slow lane.
@@ -30,7 +30,7 @@ def run_planner(*args: str, env: Mapping[str, str] | None = None, cwd: str | Non
     if not in_process:
         return subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True,
                               text=True, env=env, cwd=cwd, timeout=timeout, check=False)
-    from planner.cli import main
+    from planner.app.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.ExitStack() as stack:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.pipeline import Pipeline
 from planner.plan import Assign, Diagnostic, Fix, Isolate, Plan, PlanWarning, Request, Result
-from planner.render.flags import flags
+from planner.flags import flags
 
 if TYPE_CHECKING:
     from planner.cards import Card

@@ -23,7 +23,7 @@ from planner.conflicts import (
     UnsupportedHandoff,
 )
 from planner.plan import Isolate, Request
-from planner.render.flags import flag, flags
+from planner.flags import flag, flags
 
 
 @dataclass(frozen=True)

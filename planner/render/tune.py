@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.plan import Assign, Isolate, Plan, Request
-from planner.render.flags import command_line, flags
+from planner.flags import command_line, flags
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -11,7 +11,7 @@ from typing import Literal
 from planner.placements import feasible_placements
 from planner.pipeline import Pipeline
 from planner.plan import Plan, Request
-from planner.render.flags import flags
+from planner.flags import flags
 from planner.tune.model import Prediction, Workload
 from planner.tune.parallel import predict_many
 from planner.tune.profile import Profile

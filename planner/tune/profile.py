@@ -1,6 +1,6 @@
 """What `planner tune` knows about a pipeline on this machine: per-stage costs measured once, saved
 as `profile.json` (reusable, diffable) and read back. Pure data: measuring is the launcher's job
-(`launcher.profiling`); predicting is `planner.tune.model`'s."""
+(`planner.app.profiling`); predicting is `planner.tune.model`'s."""
 
 from __future__ import annotations
 

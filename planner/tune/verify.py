@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.render.flags import ISOLATE, command_line, flags
+from planner.flags import ISOLATE, command_line, flags
 from planner.tune.choose import TIE, objective_score
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def verify(args: argparse.Namespace, choice: Choice, k: int,
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     results = output / "results.json"
     if done.returncode not in (0,) and not results.exists():
-        from planner.tune.command import TuneError
+        from planner.app.tune_command import TuneError
 
         raise TuneError(f"verification could not run: planner bench exited with "
                         f"{done.returncode}: {done.stderr.strip().splitlines()[-1:]}")

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from launcher import ipc, local
+from launcher.wire import ipc
+from launcher.backends import local
 from launcher.deployment import SHM_PREFIX
 
 TINY = {"size": "tiny"}

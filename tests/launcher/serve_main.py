@@ -1,4 +1,4 @@
-"""Run `launcher.serve.serve` on a hand-built plan, as the CLI will:
+"""Run `launcher.serving.serve.serve` on a hand-built plan, as the CLI will:
 
     python -m tests.launcher.serve_main [SPLIT|-] [broken|paced|-] [DRAIN_S] [INLINE_BYTES]
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from launcher.serve import serve
+from launcher.serving.serve import serve
 
 from tests.launcher import plans
 

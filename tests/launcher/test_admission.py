@@ -14,9 +14,9 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from launcher import launch, standins
-from launcher.admission import default_max_queued, registry_size
+from launcher.control.admission import default_max_queued, registry_size
 from launcher.errors import Overloaded
-from launcher.http import create_app
+from launcher.serving.http import create_app
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY

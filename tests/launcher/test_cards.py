@@ -10,7 +10,7 @@ import wave
 import pytest
 
 from launcher import launch, standins
-from launcher.http import create_app
+from launcher.serving.http import create_app
 from planner import all_cards, solve
 
 from tests.launcher.conftest import DEVICE, TINY

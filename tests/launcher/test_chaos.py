@@ -18,9 +18,9 @@ import pytest
 import uvicorn
 
 import planner
-from launcher.http import create_app
-from launcher.http_timeouts import guarded
-from launcher.replica_set import launch_replicas
+from launcher.serving.http import create_app
+from launcher.serving.http_timeouts import guarded
+from launcher.serving.replica_set import launch_replicas
 from planner import Cluster, Node
 from planner.api import solve_replicas
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launcher.console import WorkerWatch
+from launcher.serving.console import WorkerWatch
 
 
 def health(state="ready", pid=100, restarts=0, death=None):

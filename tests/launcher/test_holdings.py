@@ -3,9 +3,9 @@ processes."""
 
 from __future__ import annotations
 
-from launcher import ipc
-from launcher.holdings import FORGET_AFTER, Holdings, release_notes
-from launcher.protocol import HandedOver, PassedOn, Released, Result
+from launcher.wire import ipc
+from launcher.worker.holdings import FORGET_AFTER, Holdings, release_notes
+from launcher.wire.protocol import HandedOver, PassedOn, Released, Result
 
 
 def test_a_process_is_done_with_a_request_once_every_stage_of_it_is():

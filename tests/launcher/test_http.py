@@ -25,8 +25,8 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from launcher import launch, standins
-from launcher.http import MAX_INPUT_CHARS, create_app
-from launcher.metric_names import REQUESTS, REQUESTS_IN_FLIGHT, total
+from launcher.serving.http import MAX_INPUT_CHARS, create_app
+from launcher.serving.metric_names import REQUESTS, REQUESTS_IN_FLIGHT, total
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY, pid_alive

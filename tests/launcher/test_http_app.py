@@ -17,7 +17,7 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from launcher import Unavailable, WorkerDied
-from launcher.http import create_app
+from launcher.serving.http import create_app
 
 SPEECH = "/v1/audio/speech"
 

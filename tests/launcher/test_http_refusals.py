@@ -12,7 +12,7 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from launcher.errors import Overloaded, Unavailable
-from launcher.http import create_app
+from launcher.serving.http import create_app
 
 
 class Refusing:

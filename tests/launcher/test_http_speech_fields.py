@@ -17,7 +17,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2
     from starlette.testclient import TestClient
 
-from launcher.http import create_app
+from launcher.serving.http import create_app
 
 SPEECH = "/v1/audio/speech"
 TONE = torch.sin(torch.arange(2205, dtype=torch.float32) * 0.1) * 0.5

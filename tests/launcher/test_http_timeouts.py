@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from launcher.http_timeouts import guarded
+from launcher.serving.http_timeouts import guarded
 
 BOUND_S = 0.5
 

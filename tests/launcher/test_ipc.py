@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from launcher import ipc
+from launcher.wire import ipc
 
 PREFIX = "stageplanner-test-"
 

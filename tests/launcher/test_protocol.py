@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from launcher import ipc, protocol
-from launcher.protocol import (
+from launcher.wire import ipc, protocol
+from launcher.wire.protocol import (
     BuildError,
     Building,
     Cancel,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from launcher.errors import RequestFailed, RequestTimeout
-from launcher.requests import RequestTable, SpeechRequest
+from launcher.control.request_table import RequestTable, SpeechRequest
 
 
 class Clock:

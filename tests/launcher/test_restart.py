@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.restart import RestartPolicy
+from launcher.control.restart import RestartPolicy
 
 
 class Clock:

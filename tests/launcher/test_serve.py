@@ -7,9 +7,9 @@ import io
 import pytest
 import torch
 
-import launcher.serve
+import launcher.serving.serve
 from launcher.errors import LaunchError
-from planner.cli import main
+from planner.app.cli import main
 
 from tests.launcher import plans
 
@@ -19,7 +19,7 @@ def never_launched(monkeypatch):
     def launch(*args, **kwargs):
         raise AssertionError("workers were started")
 
-    monkeypatch.setattr(launcher.serve, "launch", launch)
+    monkeypatch.setattr(launcher.serving.serve, "launch", launch)
 
 
 @pytest.mark.parametrize("port", ["99999", "-1", "80a"])
@@ -33,7 +33,7 @@ def test_a_port_outside_0_to_65535_is_a_usage_error(port, capsys, never_launched
     # The Python API refuses it too, instead of listening on port % 65536.
     if port.lstrip("-").isdigit():
         buf = io.StringIO()
-        assert launcher.serve.serve(plans.qwen3(), {}, port=int(port), err=buf) == 2
+        assert launcher.serving.serve.serve(plans.qwen3(), {}, port=int(port), err=buf) == 2
         assert "is not a TCP port" in buf.getvalue()
 
 
@@ -54,10 +54,10 @@ def test_the_serving_process_keeps_torch_to_one_intra_op_thread(monkeypatch):
         seen.append(torch.get_num_threads())
         raise LaunchError("stopped here by the test")
 
-    monkeypatch.setattr(launcher.serve, "launch", launch)
+    monkeypatch.setattr(launcher.serving.serve, "launch", launch)
     threads = torch.get_num_threads()
     try:
-        assert launcher.serve.serve(plans.qwen3(), {}, port=0, err=io.StringIO()) == 3
+        assert launcher.serving.serve.serve(plans.qwen3(), {}, port=0, err=io.StringIO()) == 3
     finally:
         torch.set_num_threads(threads)
     assert seen == [1]

@@ -9,7 +9,8 @@ import stat
 
 import pytest
 
-from launcher import launch, links
+from launcher import launch
+from launcher.backends import links
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from launcher import ipc
+from launcher.wire import ipc
 
 from tests.launcher.conftest import descendants, pid_alive
 from tests.launcher.test_http import _start_server

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.pipeline import Pipeline
-from planner.render.flags import from_options
+from planner.flags import from_options
 from planner.requests import parse_requests
 from planner.topology import declared_baseline, tp_rank_names
 

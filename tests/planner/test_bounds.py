@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import planner
-from planner.cli import main
+from planner.app.cli import main
 from planner.tune.profile import Profile, StageProfile
 
 QWEN3 = {

@@ -141,7 +141,7 @@ def test_help_is_useful_on_every_command():
 def test_solve_path_never_imports_torch_or_ray():
     if not IN_PROCESS:
         pytest.skip("a subprocess either way: it runs once, in the fast lane")
-    code = ("import sys, planner.cli; planner.cli.main(['solve', 'qwen3-tts', '--replicas', "
+    code = ("import sys, planner.app.cli; planner.app.cli.main(['solve', 'qwen3-tts', '--replicas', "
             "'max', '--cluster', 'tests/planner/data/cluster.yaml', '--format', 'json']);"
             "assert 'torch' not in sys.modules, 'torch imported';"
             "assert 'ray' not in sys.modules, 'ray imported'")

@@ -14,7 +14,7 @@ from planner.config import CARD_KEYS, PIPELINE_KEYS, PLACEMENT_KEYS, STAGE_KEYS
 from planner.errors import ConfigError
 from planner.problem import Problem
 from planner.render.dicts import result_json
-from planner.render.flags import from_options
+from planner.flags import from_options
 from planner.requests import parse_requests
 from planner.solver import PlacementModel, check_domains
 from planner.topology import declared_baseline

@@ -5,7 +5,7 @@ import pytest
 
 import planner
 from planner.cards import all_cards, load_pipeline
-from planner.render.flags import from_options
+from planner.flags import from_options
 from tests.planner.oracle import judge
 
 

@@ -18,8 +18,8 @@ from ray.util import placement_group_table
 
 import planner
 from launcher import launch
-from launcher.ray_backend import RaySession
-from launcher.replica_set import launch_replicas
+from launcher.backends.ray_backend import RaySession
+from launcher.serving.replica_set import launch_replicas
 from planner.api import solve_replicas
 from tests.launcher.conftest import pid_alive
 

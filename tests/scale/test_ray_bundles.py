@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import planner
-from launcher.ray_bundles import processes_by_gpu, replica_bundles
+from launcher.backends.ray_bundles import processes_by_gpu, replica_bundles
 from planner import Cluster, Node, pack
 
 

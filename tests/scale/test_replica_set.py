@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import planner
-from launcher.replica_set import launch_replicas
+from launcher.serving.replica_set import launch_replicas
 from planner import Cluster, Node
 from planner.api import solve_replicas
 from tests.cli import BOTH, run_planner

@@ -13,7 +13,7 @@ import pytest
 
 import planner
 from launcher.errors import RequestFailed
-from launcher.replica_set import launch_replicas
+from launcher.serving.replica_set import launch_replicas
 from planner import Cluster, Node
 from planner.api import solve_replicas
 

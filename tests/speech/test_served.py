@@ -18,7 +18,7 @@ import wave
 import pytest
 
 from launcher import launch
-from launcher.http import create_app
+from launcher.serving.http import create_app
 from planner import load_pipeline
 from planner.placements import feasible_placements
 

@@ -73,7 +73,7 @@ def test_an_unreadable_profile_says_how_to_make_one(tmp_path):
 @pytest.mark.slow
 def test_profiling_tells_lock_holding_native_and_device_time_apart():
     import planner
-    from launcher.profiling import measure
+    from planner.app.profiling import measure
 
     cfg = {"name": "known", "stages": [
         {"name": "py", "process": "p", "next": "nat", "factory": "launcher.synthetic:stage",

@@ -105,7 +105,7 @@ def test_the_placement_column_never_breaks_a_flag():
 
 
 def _flag(request):
-    from planner.render.flags import command_line
+    from planner.flags import command_line
 
     return command_line((request,))
 

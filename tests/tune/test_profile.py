@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from launcher.profiling import _Spinner
+from planner.app.profiling import _Spinner
 from planner.tune.profile import DEFAULT_NATIVE_CALL_MS, Profile, StageProfile
 
 

@@ -15,7 +15,7 @@ from collections import defaultdict
 import pytest
 
 import planner
-from launcher.profiling import WaitClock, _build, _run_request
+from planner.app.profiling import WaitClock, _build, _run_request
 
 KNOWN = {"name": "known", "stages": [
     {"name": "py", "process": "p", "next": "dev", "factory": "launcher.synthetic:stage",

@@ -1,0 +1,406 @@
+"""The local backend: every worker is an OS process on this machine, started by multiprocessing.
+
+- Processes start from a fork server that has torch preloaded (or by spawn). Each gets a duplex
+  control pipe to the supervisor, and a second pipe for its bookkeeping (`protocol.BOOKKEEPING`:
+  who holds which request, stats); workers talk to each other over `links` (Unix sockets named
+  after this deployment, authenticated with its secret key).
+- `events` waits on every control pipe and every process's exit at once. A process's exit is
+  watched by its pidfd (Linux), not by multiprocessing's sentinel: under the fork server, that
+  sentinel is a pipe from the fork server, which every worker's sentinel reports as an exit when
+  the fork server dies, though the workers live on. The fork server's own death is watched the
+  same way: reported by `helpers` (and so /health) and healed at once, a new one started for
+  later spawns, without touching the live workers.
+- No read here blocks: the control pipe is drained only while it has data. Nothing waits on a
+  bookkeeping pipe, so writing to it wakes nobody: `events` reads them all every `NOTES_S`, and
+  always before it reports an exit, so a death is judged on everything sent before it. A
+  process's remaining messages are read before its exit is reported.
+- `stop` sends `Stop`, waits `grace` s, then terminates and kills. A worker also exits by itself
+  when its control pipe closes, so none outlives this process, even after a SIGKILL. Whatever
+  shared-memory blocks a process that is gone left behind are unlinked.
+- `close` stops every worker, then the fork server and resource tracker too, when this backend
+  started them and no other local backend of this process still runs: nothing it started is left.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
+import os
+import secrets
+import selectors
+import signal
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.wire import ipc
+from launcher.wire.backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
+from launcher.control.layout import with_fresh_rendezvous
+from launcher.backends.links import LocalChannel, remove_socket_dir
+from launcher.wire.protocol import FrameReader, Stop, ToWorker, encode, write_frame
+from launcher.wire.specs import WorkerSpec
+
+PRELOAD = ["launcher.backends.local", "launcher.worker.main", "launcher.standins"]
+
+
+def _run(spec: WorkerSpec, control: mpc.Connection, notes: mpc.Connection, token: str,
+         authkey: bytes) -> None:
+    """The worker process's entry point."""
+    from launcher.worker import main as worker
+
+    worker.main(spec, LocalChannel(spec.name, control, notes, token, authkey))
+
+
+@dataclass
+class _Handle:
+    spec: WorkerSpec
+    process: Any
+    conn: mpc.Connection
+    notes: mpc.Connection  # read without waiting (non-blocking)
+    pid: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    reader: FrameReader = field(init=False)
+    notes_reader: FrameReader = field(init=False)
+    forked: bool = False  # by the fork server, which reports its exit status
+    exit: Any = field(init=False)  # readable once the process has exited: a pidfd, or sentinel
+
+    def __post_init__(self) -> None:
+        self.reader = FrameReader(self.conn.fileno())
+        os.set_blocking(self.notes.fileno(), False)
+        self.notes_reader = FrameReader(self.notes.fileno())
+        self.exit = _pidfd(self.pid)
+        if self.exit is None:
+            self.exit = self.process.sentinel
+
+    def exited(self, timeout: float = 0.0) -> bool:
+        return bool(mpc.wait([self.exit], timeout))
+
+    def exitcode(self) -> int | None:
+        """How it ended; None when nobody can tell (the fork server that knew died too)."""
+        if not isinstance(self.exit, _PidFd):
+            self.process.join(0.5)
+            return self.process.exitcode
+        if mpc.wait([self.process.sentinel], 0.5):
+            code = self.process.exitcode  # the fork server's report, unless it died first
+            if code == 255 and self.forked and not _forkserver_alive():
+                return None  # multiprocessing's stand-in for "the fork server is gone"
+            return code
+        return None
+
+    def signal(self, sig: int) -> None:
+        try:
+            if isinstance(self.exit, _PidFd):
+                signal.pidfd_send_signal(self.exit.fd, sig)
+            else:
+                os.kill(self.pid, sig)
+        except (ProcessLookupError, OSError):
+            pass  # gone already
+
+    def close(self) -> None:
+        if isinstance(self.exit, _PidFd):
+            self.exit.close()
+
+
+class _PidFd:
+    """A process's pidfd: readable once it exited, whoever its parent is (Linux 5.3+)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _pidfd(pid: int | None) -> _PidFd | None:
+    if pid is None or not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        return _PidFd(os.pidfd_open(pid))
+    except OSError:  # already gone (and reaped), or no pidfds here
+        return None
+
+
+class LocalBackend:
+    """`backend.Backend` for one machine. `events`, `start` and `stop` are called from one thread
+    (the supervisor's) and `close` after it ended; `send` from any thread."""
+
+    shares_memory = True
+
+    def __init__(self, start_method: str = "forkserver") -> None:
+        self.token = secrets.token_hex(6)
+        self._authkey = secrets.token_bytes(32)
+        self._ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            # Preloaded once in the fork server, so each worker starts without re-importing torch.
+            self._ctx.set_forkserver_preload(PRELOAD)
+        self._procs: dict[str, _Handle] = {}
+        self._selector = selectors.DefaultSelector()
+        self._notes_read = 0.0
+        self._closed = False
+        self._forkserver = start_method == "forkserver"
+        self._fs_watch: _PidFd | None = None  # the fork server's pidfd, while it runs
+        self._fs_lock = threading.Lock()
+        self._fs_state = "ok"  # ok | restarting | failed: ...
+        self._fs_restarts = 0
+        self._fs_pending = False  # a new fork server to watch
+        _helpers.acquire()
+
+    def start(self, unit: Unit) -> dict[str, int]:
+        unit = with_fresh_rendezvous(unit)
+        pids = {}
+        for spec in unit.workers:
+            self._forget(spec.name)
+            parent_end, child_end = self._ctx.Pipe(duplex=True)
+            notes_in, notes_out = self._ctx.Pipe(duplex=True)  # a socket: room for bursts
+            process = self._ctx.Process(target=_run, name=f"stage-planner:{spec.name}",
+                                        args=(spec, child_end, notes_out, self.token,
+                                              self._authkey), daemon=True)
+            process.start()
+            child_end.close()  # so that the worker's death reads as EOF here
+            notes_out.close()
+            handle = _Handle(spec, process, parent_end, notes_in, process.pid,
+                             forked=self._forkserver)
+            self._procs[spec.name] = handle
+            self._selector.register(parent_end, selectors.EVENT_READ, (handle, "conn"))
+            self._selector.register(handle.exit, selectors.EVENT_READ, (handle, "exit"))
+            pids[spec.name] = process.pid
+        self._watch_forkserver()
+        return pids
+
+    def send(self, process: str, message: ToWorker) -> bool:
+        handle = self._procs.get(process)
+        if handle is None:
+            return False
+        data = encode(message)
+        try:
+            with handle.lock:
+                write_frame(handle.conn, data)
+            return True
+        except (OSError, ValueError):
+            return False  # dead or closed: its exit is reported by `events`
+
+    def events(self, timeout: float) -> list[Event]:
+        out: list[Event] = []
+        exited: list[_Handle] = []
+        self._watch_restarted()
+        for key, _ in self._selector.select(timeout):
+            handle, kind = key.data
+            if kind == "forkserver":
+                self._forkserver_died()
+                continue
+            if self._procs.get(handle.spec.name) is not handle:
+                continue  # stopped or replaced meanwhile
+            if kind == "conn":
+                read_frames(handle.spec.name, handle.pid, handle.reader, out, drain=False)
+            else:
+                exited.append(handle)
+        now = time.monotonic()
+        if exited or now - self._notes_read >= NOTES_S:
+            # Every process's bookkeeping, before any death is reported: who held what then.
+            self._notes_read = now
+            for handle in self._procs.values():
+                read_frames(handle.spec.name, handle.pid, handle.notes_reader, out, drain=True)
+        for handle in exited:
+            _drain(handle, out)
+            out.append(Exited(handle.spec.name, handle.pid, handle.exitcode()))
+            self._forget(handle.spec.name)
+        return out
+
+    def stop(self, processes: Iterable[str], grace: float) -> None:
+        handles = [h for name in processes if (h := self._procs.get(name)) is not None]
+        for handle in handles:
+            self._unregister(handle)
+            if grace > 0:
+                self.send(handle.spec.name, Stop())
+        for handle in handles:
+            _end(handle, grace)
+        for handle in handles:
+            self._forget(handle.spec.name)
+
+    def where(self, process: str) -> dict[str, Any]:
+        return {}
+
+    def alive(self, process: str) -> bool:
+        """Whether the process runs, asked its pidfd now (any thread): a death is known here
+        before `events` reports it."""
+        handle = self._procs.get(process)
+        try:
+            return handle is not None and not handle.exited()
+        except (OSError, ValueError):  # forgotten (its pidfd closed) meanwhile
+            return False
+
+    def helpers(self) -> dict[str, Any]:
+        """For /health: the fork server later restarts spawn from (`state` ok, restarting, or
+        failed: why; `restarts`: how often it died and was replaced)."""
+        if not self._forkserver:
+            return {}
+        with self._fs_lock:
+            state = self._fs_state
+            if state == "ok" and self._fs_watch is not None and not _forkserver_alive():
+                state = "exited"  # a moment ago: the supervisor's next look restarts it
+            return {"fork_server": {"pid": _forkserver_pid(), "state": state,
+                                    "restarts": self._fs_restarts}}
+
+    def pids(self) -> dict[str, int]:
+        return {name: h.pid for name, h in self._procs.items()}
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.stop(list(self._procs), grace=2.0)
+        remove_socket_dir(self.token)
+        self._unwatch_forkserver()
+        self._selector.close()
+        _helpers.release()
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _unregister(self, handle: _Handle) -> None:
+        unregister(self._selector, handle.conn, handle.exit)
+
+    # -- the fork server -------------------------------------------------------------------------
+    def _watch_forkserver(self) -> None:
+        if not self._forkserver or self._fs_watch is not None:
+            return
+        fd = _pidfd(_forkserver_pid())
+        if fd is not None:
+            self._fs_watch = fd
+            self._selector.register(fd, selectors.EVENT_READ, (None, "forkserver"))
+
+    def _unwatch_forkserver(self) -> None:
+        if self._fs_watch is not None:
+            unregister(self._selector, self._fs_watch)
+            self._fs_watch.close()
+            self._fs_watch = None
+
+    def _forkserver_died(self) -> None:
+        """Live workers are not affected; later spawns need a new fork server: start one now,
+        on a thread of its own (it imports torch: seconds), and watch it in turn."""
+        self._unwatch_forkserver()
+        with self._fs_lock:
+            if self._fs_state == "restarting":
+                return
+            self._fs_state = "restarting"
+            self._fs_restarts += 1
+
+        def heal() -> None:
+            try:
+                mp.forkserver.ensure_running()  # reaps the dead one, starts a new one
+                state = "ok"
+            except Exception as exc:  # noqa: BLE001 - reported on /health
+                state = f"failed: cannot restart the fork server: {type(exc).__name__}: {exc}"
+            with self._fs_lock:
+                self._fs_state = state
+                self._fs_pending = state == "ok"
+
+        threading.Thread(target=heal, name="fork server restart", daemon=True).start()
+
+    def _watch_restarted(self) -> None:
+        """On the supervisor's thread: watch a fork server restarted meanwhile."""
+        with self._fs_lock:
+            pending, self._fs_pending = self._fs_pending, False
+        if pending and not self._closed:
+            self._watch_forkserver()
+
+    def _forget(self, name: str) -> None:
+        """A process that is gone: close what pointed at it, unlink the blocks it left."""
+        handle = self._procs.pop(name, None)
+        if handle is None:
+            return
+        self._unregister(handle)
+        handle.conn.close()
+        handle.notes.close()
+        handle.close()
+        try:
+            handle.process.close()
+        except ValueError:
+            pass  # still running only if killing it failed; nothing more to do here
+        spec = handle.spec
+        ipc.sweep(ipc.owner_prefix(spec.shm_prefix, spec.name, handle.pid))
+
+
+def _drain(handle: _Handle, out: list[Event]) -> None:
+    """Whatever `handle`'s control pipe holds now, without waiting for more: the process may
+    still be alive (a blocking read would then wait for it)."""
+    fd = handle.conn.fileno()
+    while mpc.wait([fd], 0):
+        if not read_frames(handle.spec.name, handle.pid, handle.reader, out, drain=False):
+            return  # end of file
+
+
+def _end(handle: _Handle, grace: float) -> None:
+    """Stop the process, judged by its pidfd: after the fork server died, multiprocessing would
+    take a live worker for dead and never signal it."""
+    if not handle.exited(grace):
+        handle.signal(signal.SIGTERM)  # the worker unlinks its blocks on SIGTERM
+        if not handle.exited(1.0):
+            handle.signal(signal.SIGKILL)
+            handle.exited(1.0)
+    if handle.exited():
+        handle.process.join(0.1)  # reaps it when it is our child (spawn)
+
+
+class _Helpers:
+    """multiprocessing's fork server and resource tracker are per interpreter, shared by every
+    backend: the first backend finds out whether they already ran, the last one to close stops
+    those that did not."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._ours = (False, False)
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._open == 0:
+                self._ours = (_forkserver_pid() is None, _tracker_pid() is None)
+            self._open += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._open -= 1
+            if self._open:
+                return
+            forkserver, tracker = self._ours
+            try:
+                if forkserver and (pid := _forkserver_pid()) is not None:
+                    # It holds nothing to flush; a signal spares it tearing torch down (~0.5 s).
+                    os.kill(pid, signal.SIGTERM)
+                    mp.forkserver._forkserver._stop()
+                if tracker and _tracker_pid() is not None:
+                    mp.resource_tracker._resource_tracker._stop()
+            except (AttributeError, OSError, ChildProcessError):
+                pass  # private API moved, or already gone: they exit with this process anyway
+
+
+def _forkserver_pid() -> int | None:
+    return getattr(mp.forkserver._forkserver, "_forkserver_pid", None)
+
+
+def _forkserver_alive() -> bool:
+    pid = _forkserver_pid()
+    if pid is None:
+        return False
+    fd = _pidfd(pid)  # not waitpid: reaping it here would break multiprocessing's own restart
+    if fd is None:
+        return False
+    try:
+        return not mpc.wait([fd], 0)
+    finally:
+        fd.close()
+
+
+def _tracker_pid() -> int | None:
+    return getattr(mp.resource_tracker._resource_tracker, "_pid", None)
+
+
+_helpers = _Helpers()

@@ -1,0 +1,137 @@
+"""From a `Plan` to what the backend starts: one worker spec per process group and per tensor-
+parallel rank, grouped into units that restart together. Placement is the plan's; nothing here
+re-decides it."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from planner import Plan
+
+from launcher.wire.backend import Unit
+from launcher.errors import LaunchError
+from launcher.wire.specs import CLIENT, StageSpec, Successor, TpSpec, WorkerSpec
+
+
+@dataclass(frozen=True)
+class Layout:
+    units: tuple[Unit, ...]
+    home: Mapping[str, str]  # stage -> the process that receives its payloads
+    entry: tuple[str, ...]  # stages a request is submitted to
+
+    def workers(self) -> dict[str, WorkerSpec]:
+        return {w.name: w for u in self.units for w in u.workers}
+
+    def unit_of(self) -> dict[str, str]:
+        return {w.name: u.name for u in self.units for w in u.workers}
+
+
+def resolve_device(requested: str) -> tuple[str, str | None]:
+    """('cpu' | 'cuda', a note for the operator or None)."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise LaunchError(f"device must be auto, cpu or cuda, not {requested!r}")
+    if requested == "cpu":
+        return "cpu", None
+    import torch
+
+    available = torch.cuda.is_available()
+    if requested == "cuda" and not available:
+        raise LaunchError("device cuda was requested but torch sees no CUDA device")
+    if available:
+        return "cuda", None
+    return "cpu", ("CUDA is not available: running every stage on CPU "
+                   "(GPU ids and memory fractions are not enforced)")
+
+
+def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any],
+           inline_bytes: int = 0, gpu_map: Mapping[int, int] | None = None) -> Layout:
+    """Which process hosts and receives each stage, and the spec of every process.
+
+    `gpu_map`: the CUDA device each of the plan's logical GPUs is (a replica's physical GPUs on
+    its node; on Ray, 0 for all, since Ray shows each actor only the GPU it assigned it). By
+    default a logical GPU id is its device index."""
+    home: dict[str, str] = {}
+    for group in plan.groups:
+        for stage in group.stages:
+            home[stage] = group.name
+    for tp in plan.tp_processes:
+        if tp.rank == 0:
+            home[tp.stage] = tp.name
+    for stage in plan.stages:
+        if stage.name not in home:
+            raise LaunchError(f"stage '{stage.name}' is in no process group of the plan")
+        if not stage.factory:
+            raise LaunchError(f"stage '{stage.name}' has no factory to build it from")
+    preds: dict[str, list[str]] = {s.name: [] for s in plan.stages}
+    succs: dict[str, list[Successor]] = {s.name: [] for s in plan.stages}
+    for h in plan.handoffs:
+        preds[h.target].append(h.source)
+        succs[h.source].append(Successor(h.target, h.streaming, home[h.target]))
+    order = [s.name for s in plan.stages]
+    entry = tuple(plan.entry_stages) or tuple(s for s in order if not preds[s])
+    cuda = device == "cuda"
+
+    def cuda_index(logical: int | None) -> int | None:
+        if logical is None or not cuda:
+            return None
+        return logical if gpu_map is None else gpu_map[logical]
+
+    if cuda:
+        import torch
+
+        needed = {cuda_index(g) for s in plan.stages for g in s.gpus}
+        count = torch.cuda.device_count()
+        if needed and max(needed) >= count:
+            raise LaunchError(f"the plan uses GPU {max(needed)} but only {count} CUDA "
+                              "device(s) are visible")
+
+    def spec(name: str, rank: int | None = None) -> StageSpec:
+        hosted_by = home[name]
+        s = plan.stage(name)
+        gpu = cuda_index(s.gpus[rank or 0] if s.gpus else None)
+        return StageSpec(
+            name=name, factory=s.factory, kwargs=tuple(s.factory_kwargs().items()),
+            defaults=tuple(defaults.items()),
+            predecessors=tuple(sorted(preds[name], key=order.index)) or (CLIENT,),
+            successors=tuple(succs[name]), device=f"cuda:{gpu}" if gpu is not None else "cpu",
+            remote_inputs=any(home[p] != hosted_by for p in preds[name]),
+        )
+
+    units: list[Unit] = []
+    for group in plan.groups:
+        stages = tuple(s for s in order if s in group.stages)
+        gpu = cuda_index(group.gpu)
+        fractions = [plan.stage(s).fraction for s in stages
+                     if plan.stage(s).gpus and plan.stage(s).fraction is not None]
+        units.append(Unit(group.name, (WorkerSpec(
+            name=group.name, stages=tuple(spec(s) for s in stages), gpu=gpu,
+            memory_fraction=round(sum(fractions), 6) if gpu is not None and fractions else None,
+            shm_prefix=shm_prefix, inline_bytes=inline_bytes,
+        ),)))
+    backend = "nccl" if cuda else "gloo"
+    ranks: dict[str, list[WorkerSpec]] = {}
+    for tp in sorted(plan.tp_processes, key=lambda t: t.rank):
+        s = plan.stage(tp.stage)
+        gpu = cuda_index(tp.gpu)
+        ranks.setdefault(tp.stage, []).append(WorkerSpec(
+            name=tp.name, stages=(spec(tp.stage, tp.rank),), gpu=gpu,
+            memory_fraction=s.fraction if gpu is not None else None, shm_prefix=shm_prefix,
+            inline_bytes=inline_bytes, tp=TpSpec(tp.rank, s.tp_size, "", backend),
+        ))
+    units += [Unit(f"tp:{stage}", tuple(workers)) for stage, workers in ranks.items()]
+    return Layout(tuple(units), home, entry)
+
+
+def with_fresh_rendezvous(unit: Unit) -> Unit:
+    """The unit with a fresh torch.distributed rendezvous address for its ranks (new per start:
+    a restarted unit must not meet its dead incarnation's port). Its ranks run on one machine."""
+    if not unit.workers or unit.workers[0].tp is None:
+        return unit
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        init_method = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    return replace(unit, workers=tuple(
+        replace(w, tp=replace(w.tp, init_method=init_method)) for w in unit.workers))

@@ -1,0 +1,294 @@
+"""The control plane: starts the units, takes requests in and results out, knows who holds what,
+notices deaths and restarts. Payloads between workers never pass through here (see `stages`).
+
+- Ready only when every process has built all its stages; a failure names the process, the
+  stage and the factory's error. A process that exits before it starts building points at the
+  usual cause: a launching script without an `if __name__ == "__main__":` guard.
+- A dead process is noticed within `POLL_S` (0.1 s). The requests it held (`RequestTable`) fail
+  with `WorkerDied` (HTTP 503) naming the process and its stages; its peers are told
+  (`PeerGone`: they reclaim what they lent it and unmap its blocks); the backend unlinks its
+  blocks; its unit is restarted as `RestartPolicy` says, or the deployment gives up.
+- A cancelled or failed request is cancelled in every process (`Cancel`): the ones that hold
+  it drop it, the others will if it reaches them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from launcher.wire import ipc
+from launcher.control.admission import Refusals
+from launcher.wire.backend import Backend, Exited, Received, Unit
+from launcher.errors import Overloaded, RequestFailed, StageFailed, Unavailable, WorkerDied
+from launcher.control.layout import Layout
+from launcher.serving.metrics import Histogram
+from launcher.control.procs import Proc, exit_text, startup_failure
+from launcher.wire.protocol import (
+    BuildError, Building, Cancel, Deliver, Free, HandedOver, PassedOn, PeerGone, Ready, Released,
+    Result, StageError, Started, Stats, Undeliverable,
+)
+from launcher.control.request_table import RequestTable, SpeechRequest
+from launcher.control.restart import RestartPolicy
+from launcher.wire.specs import CLIENT
+
+POLL_S = 0.1
+
+
+class Supervisor:
+    def __init__(self, layout: Layout, backend: Backend, policy: RestartPolicy, stages: list[str],
+                 shm_prefix: str, max_queued: int) -> None:
+        self.layout, self.backend, self.policy = layout, backend, policy
+        self.shm_prefix = shm_prefix
+        self.max_queued = max_queued  # admission control (`admission`)
+        self.refusals = Refusals()
+        self.lock = threading.RLock()
+        self.units: dict[str, Unit] = {u.name: u for u in layout.units}
+        self.procs = {w.name: Proc(w, u.name) for u in layout.units for w in u.workers}
+        self.table = RequestTable()
+        self.stage_latency = {s: Histogram() for s in stages}
+        self.request_latency = Histogram()
+        self.state = "starting"  # starting | running | draining | stopping | stopped | failed
+        self.failure: str | None = None  # why it gave up
+        self.startup_failure: str | None = None
+        self.ready, self.failed = threading.Event(), threading.Event()
+        self._ids = itertools.count(1)
+        self._receiver = ipc.Receiver(self._give_back)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="supervisor", daemon=True)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        for unit in self.units.values():
+            self._start_unit(unit)
+        self._thread.start()
+
+    def _start_unit(self, unit: Unit) -> None:
+        for name, pid in self.backend.start(unit).items():
+            p = self.procs[name]
+            p.state, p.pid, p.started = "starting", pid, False
+            p.building, p.build_error = None, None
+            p.depths, p.cuda_allocated, p.shm = {}, None, ipc.PoolUsage()
+
+    def stop(self) -> None:
+        """End the loop (the caller then closes the backend)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._receiver.close()
+
+    def _loop(self) -> None:
+        """The supervisor's thread. Should it ever die of a bug, the deployment fails with the
+        reason (so /health says so and `serve` exits non-zero) instead of serving nothing."""
+        try:
+            self._watch()
+        except BaseException as exc:  # noqa: BLE001 - reported, then the deployment stops
+            reason = f"the supervisor thread died: {type(exc).__name__}: {exc}"
+            with self.lock:
+                self.state, self.failure = "failed", reason
+            try:
+                self.give_up(reason)
+            finally:
+                self.failed.set()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            for event in self.backend.events(POLL_S):
+                match event:
+                    case Received(process, pid, message) if self.procs[process].pid == pid:
+                        self._on_message(self.procs[process], message)
+                    case Exited(process, pid, exitcode) if self.procs[process].pid == pid:
+                        self._on_exit(self.procs[process], exitcode)
+            for unit in self.policy.due():
+                if self.state in ("running", "draining"):
+                    self._start_unit(self.units[unit])
+
+    # -- requests --------------------------------------------------------------------------------
+    def submit(self, text: str, voice: str | None, stream: bool,
+               options: Mapping[str, Any] | None = None) -> SpeechRequest:
+        with self.lock:
+            targets = [self.procs[self.layout.home[s]] for s in self.layout.entry]
+            self._admit(targets)
+            handle = SpeechRequest(next(self._ids), stream, self.finish)
+            self.table.open(handle, {p.name for p in targets})
+        payload = ipc.Packed(None, (), {"text": text, "voice": voice, **(options or {})})
+        for stage, p in zip(self.layout.entry, targets):
+            if not self.backend.send(p.name, Deliver(stage, handle.id, CLIENT, None, True,
+                                                     payload)):
+                self.finish(handle.id, WorkerDied(f"{p.describe()} is not reachable"))
+        return handle
+
+    def refusal(self) -> tuple[str, RequestFailed] | None:
+        """Why a new request would be refused now (reason, error), or None. Every process must
+        be ready and alive: a request needs all its stages, and one that died a moment ago (not
+        yet noticed: up to `POLL_S`) would only fail it."""
+        if self.state != "running":
+            why = f": {self.failure}" if self.failure else ""
+            return "not_running", Unavailable(f"deployment is {self.state}{why}")
+        alive = getattr(self.backend, "alive", None)
+        for p in self.procs.values():
+            if p.state != "ready":
+                return "restarting", Unavailable(f"{p.describe()} is {p.state}")
+            if alive is not None and not alive(p.name):
+                return "restarting", Unavailable(f"{p.describe()} has just died")
+        if len(self.table) >= self.max_queued:
+            return "queue_full", Overloaded(
+                f"the deployment holds {len(self.table)} requests, its limit (--max-queued "
+                f"{self.max_queued}); retry shortly")
+        return None
+
+    def _admit(self, targets: list[Proc]) -> None:
+        """Raise (and count) the refusal of a new request, if it is refused."""
+        refused = self.refusal()
+        if refused is not None:
+            self.refusals.count(refused[0])
+            raise refused[1]
+
+    def finish(self, request_id: int, error: RequestFailed, outcome: str = "error") -> None:
+        """Fail or cancel a request: its caller gets `error`, and every process drops it (its
+        holders, and any that has it but is not on record yet: bookkeeping may lag)."""
+        closed = self.table.close(request_id, outcome)
+        if closed is None:
+            return
+        for p in self.procs.values():
+            if p.running:
+                self.backend.send(p.name, Cancel(request_id))
+        closed.handle._fail(error)
+
+    def _result(self, proc: Proc, msg: Result) -> None:
+        handle = self.table.get(msg.request_id)
+        if handle is None:  # cancelled meanwhile: stop its stream there too
+            if msg.packed.segment is not None:
+                self._give_back(msg.packed.segment, msg.packed.lease)
+            if not msg.last:
+                self.backend.send(proc.name, Cancel(msg.request_id))
+            return
+        try:
+            data = self._receiver.unpack(msg.packed)
+        except OSError as exc:
+            self.finish(msg.request_id, StageFailed(
+                f"cannot read the output of stage '{msg.stage}' in process '{proc.name}': {exc}"))
+            return
+        audio = data.pop("audio", None)
+        if not isinstance(audio, torch.Tensor):
+            self.finish(msg.request_id, StageFailed(
+                f"terminal stage '{msg.stage}' returned no 'audio' tensor (keys: {sorted(data)})"))
+            return
+        # The client gets samples of its own. A view of a shared block would pin the worker's
+        # block for as long as the client keeps it: copied. A payload that came inside its
+        # message already is this process's own copy (at most `inline_bytes` of it stays pinned):
+        # float32 audio of it is used as it is. Every torch call here also lets the client
+        # threads take the GIL, so the fewer the better.
+        if audio.dim() != 1:
+            audio = audio.reshape(-1)
+        if msg.packed.segment is not None or audio.dtype != torch.float32:
+            audio = audio.to(torch.float32, copy=True)
+        handle._chunk(audio)
+        del audio, data
+        if msg.last:
+            closed = self.table.close(msg.request_id, "ok")
+            if closed is not None:
+                with self.lock:
+                    self.request_latency.observe(closed.seconds)
+                handle._end()
+
+    def _give_back(self, segment: str, lease: int) -> None:
+        """A lease the supervisor read (a terminal stage's output) goes back to its owner."""
+        pid = ipc.owner_pid(segment)
+        owner = next((p for p in self.procs.values() if p.pid == pid and p.running), None)
+        if owner is not None:
+            self.backend.send(owner.name, Free(segment, lease))
+
+    # -- messages --------------------------------------------------------------------------------
+    def _on_message(self, proc: Proc, msg: object) -> None:
+        match msg:
+            case Result():
+                self._result(proc, msg)
+            case HandedOver(request_id, process, pid) | PassedOn(request_id, process, pid):
+                target = self.procs[process]
+                if not (target.pid == pid and target.running):
+                    self.finish(request_id, WorkerDied(
+                        f"{target.death or target.describe() + ' died'} while handling this "
+                        "request"))
+                elif type(msg) is PassedOn:
+                    self.table.passed(request_id, proc.name, process)
+                else:
+                    self.table.handed(request_id, process)  # False: it ended meanwhile
+            case Released(request_id):
+                self.table.released(request_id, proc.name)
+            case StageError(request_id, stage, message):
+                self.finish(request_id, StageFailed(
+                    f"stage '{stage}' in process '{proc.name}' failed: {message}"))
+            case Undeliverable(request_id, source, process, _):
+                dest = self.procs[process]
+                state = dest.state if dest.state != "ready" else "not reachable"
+                self.finish(request_id, WorkerDied(
+                    f"{dest.describe()} is {state}; cannot hand over from '{source}'"))
+            case Stats(latencies, depths, cuda_allocated, shm):
+                with self.lock:
+                    for stage, values in latencies.items():
+                        self.stage_latency[stage].observe_all(values)
+                    proc.depths, proc.cuda_allocated, proc.shm = dict(depths), cuda_allocated, shm
+            case Started():
+                proc.started = True
+            case Building(what):
+                proc.building = what
+            case BuildError():
+                proc.build_error = msg
+            case Ready():
+                with self.lock:
+                    proc.state, proc.building = "ready", None
+                    if self.state == "starting" and all(
+                            p.state == "ready" for p in self.procs.values()):
+                        self.state = "running"
+                        self.ready.set()
+            case _:
+                raise TypeError(f"unexpected message from {proc.describe()}: {msg!r}")
+
+    # -- deaths ----------------------------------------------------------------------------------
+    def _on_exit(self, proc: Proc, exitcode: int | None) -> None:
+        how = exit_text(exitcode)
+        with self.lock:
+            if self.state in ("stopping", "stopped", "failed"):
+                return
+            if self.state == "starting":
+                self.startup_failure = startup_failure(proc, exitcode, how)
+                self.ready.set()
+                return
+            victims = [self.procs[w.name] for w in self.units[proc.unit].workers]
+            reason = f"{proc.describe()} {how}"
+            if proc.build_error is not None:
+                reason += f" (rebuilding '{proc.build_error.stage}' failed: " \
+                          f"{proc.build_error.summary})"
+            delay = self.policy.died(proc.unit)
+            for p in victims:
+                p.state = "restarting" if delay is not None else "failed"
+                p.death = reason if p is proc else f"{p.describe()} was stopped with {proc.name}"
+                if delay is not None:
+                    p.restarts += 1
+            held = self.table.held_by(p.name for p in victims)
+        self.backend.stop([p.name for p in victims if p is not proc], grace=0.0)
+        survivors = [p for p in self.procs.values() if p.running]
+        for p in victims:
+            self._receiver.forget(ipc.owner_prefix(self.shm_prefix, p.name, p.pid))
+            for q in survivors:
+                self.backend.send(q.name, PeerGone(p.name, p.pid))
+        suffix = ("; restarting it" if delay is not None
+                  else "; restart limit reached, shutting the deployment down")
+        for request_id in held:
+            self.finish(request_id, WorkerDied(f"{reason} while handling this request{suffix}"))
+        if delay is None:
+            self.give_up(f"{reason}; {self.policy.limit_text()}")
+
+    def give_up(self, reason: str) -> None:
+        with self.lock:
+            self.state, self.failure = "failed", reason
+        for request_id in self.table.pending():
+            self.finish(request_id, Unavailable(f"deployment failed: {reason}"))
+        self.backend.stop(list(self.procs), grace=0.0)
+        self._receiver.forget("")
+        self.failed.set()

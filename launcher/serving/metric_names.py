@@ -1,0 +1,24 @@
+"""The names of the Prometheus metrics a deployment exposes on /metrics, in one place: the server
+renders them (`launcher.serving.metrics`) and the bench reads them (`planner.app.bench.measure`). Importing
+this module imports nothing else, so the bench client can use it without torch or starlette.
+
+Counters are named without `_total`, as prometheus_client's families want them; the exposed
+series (and what a parser reports) is the name plus `_total`.
+"""
+
+STAGE_LATENCY = "stage_planner_stage_latency_seconds"  # histogram, label stage
+REQUEST_LATENCY = "stage_planner_request_latency_seconds"  # histogram, label model
+REQUESTS = "stage_planner_requests"  # counter, label outcome: ok | error | cancelled
+REFUSALS = "stage_planner_requests_refused"  # counter, label reason (see launcher.control.admission)
+REQUESTS_IN_FLIGHT = "stage_planner_requests_in_flight"  # gauge
+QUEUE_DEPTH = "stage_planner_stage_queue_depth"  # gauge, labels stage, process
+PROCESS_RSS = "stage_planner_process_rss_bytes"  # gauge, label process
+PROCESS_RESTARTS = "stage_planner_process_restarts"  # counter, label process
+SHM_BLOCKS = "stage_planner_shm_blocks"  # gauge, labels process, state: lent | free
+SHM_BYTES = "stage_planner_shm_bytes"  # gauge, label process
+CUDA_ALLOCATED = "stage_planner_cuda_allocated_bytes"  # gauge, labels process, gpu
+
+
+def total(counter: str) -> str:
+    """The exposed series of a counter."""
+    return f"{counter}_total"

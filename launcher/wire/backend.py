@@ -1,0 +1,153 @@
+"""The seam between the supervisor and whatever runs the worker processes.
+
+The supervisor sees a `Backend`: start a unit, send a control message, wait for events, stop,
+close. A worker sees a `Channel`: a message to the supervisor, a message to a peer, the next
+control message for it, and an inbox per stage for its payloads. Everything that crosses is a
+`protocol` message; how it crosses (pipes, Unix sockets, shared memory, or an actor framework)
+is the backend's business. `local` is the
+multiprocessing backend; another backend (Ray, for several machines) implements these two
+protocols and nothing else changes.
+
+A backend's promises:
+- `events` reports every message a process sent before it reports that process's `Exited`, and
+  reports `Exited` once per process it started (never for one it was told to `stop`).
+  Bookkeeping (`protocol.BOOKKEEPING`) may come late, but never after the `Exited` of any
+  process it was sent before: a death is judged on everything the survivors had said.
+- Worker to worker traffic never passes through the supervisor; `Channel.peer` connects (or
+  reconnects, after the peer restarted) on first use and says which incarnation answered. A
+  stage's payloads reach the thread that runs it (`Channel.inbox`) without another hop.
+- A worker whose supervisor is gone finds out from `Channel.receive` or `to_supervisor` (they
+  raise `EOFError`).
+- A peer that dies is announced to the worker as a `protocol.PeerGone` from `receive`, whether
+  the backend noticed it first or the supervisor said so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from launcher.wire.protocol import FromWorker, ToPeer, ToWorker, decode
+from launcher.wire.specs import WorkerSpec
+
+NOTES_S = 0.01  # a backend reads bookkeeping at least this often while requests flow
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Processes started, stopped and restarted together: one process group, or every rank of
+    one tensor-parallel stage (rank 0 first)."""
+
+    name: str
+    workers: tuple[WorkerSpec, ...]
+
+
+@dataclass(frozen=True)
+class Received:
+    process: str
+    pid: int
+    message: FromWorker
+
+
+@dataclass(frozen=True)
+class Exited:
+    process: str
+    pid: int
+    exitcode: int | None  # negative: killed by that signal; None: unknown
+
+
+Event = Received | Exited
+
+
+class PeerUnreachable(ConnectionError):
+    """No live process answers for that peer (it is restarting, or just died)."""
+
+
+class Backend(Protocol):
+    # False when the supervisor cannot map the workers' shared memory (another machine): then
+    # every payload travels inside its message.
+    shares_memory: bool
+
+    def start(self, unit: Unit) -> dict[str, int]:
+        """Start every worker of `unit` (replacing a dead incarnation); their pids by name."""
+
+    def send(self, process: str, message: ToWorker) -> bool:
+        """Send a control message; False when the process is not there to receive it."""
+
+    def events(self, timeout: float) -> list[Event]:
+        """Wait up to `timeout` s for the first event, then return all that are ready."""
+
+    def stop(self, processes: Iterable[str], grace: float) -> None:
+        """Ask these processes to stop; after `grace` s, kill them; return once they are gone."""
+
+    def close(self) -> None:
+        """Stop every process, and whatever the backend itself started (a fork server, say)."""
+
+    def where(self, process: str) -> dict[str, Any]:
+        """Facts about where `process` runs, for /health (e.g. a Ray node and actor id)."""
+
+
+class Channel(Protocol):
+    process: str  # the name of the process this channel belongs to
+    pid: int
+
+    def to_supervisor(self, *messages: FromWorker) -> None:
+        """Send to the supervisor, in this order and together (thread-safe); raises `EOFError`
+        when the supervisor is gone."""
+
+    def peer(self, process: str, stage: str) -> int:
+        """The pid of the live incarnation of `process`, connecting to its stage `stage` first
+        if needed; raises `PeerUnreachable`."""
+
+    def to_peer(self, pid: int, message: ToPeer) -> None:
+        """Send to the peer process `pid` (thread-safe); raises `PeerUnreachable` when that
+        incarnation is gone. A reader gives a lease back to the pid in the block's name."""
+
+    def inbox(self, stage: str) -> Inbox:
+        """Where the stage's thread waits for its payloads: the `Deliver`s peers send it, and
+        whatever this process `put`s there."""
+
+    def listen(self) -> None:
+        """Accept peers from now on (once every stage is built)."""
+
+    def receive(self) -> ToWorker:
+        """The next control message (from the supervisor, a lease a peer gave back, a peer's
+        death); raises `EOFError` when the supervisor is gone. One thread calls it."""
+
+
+class Inbox(Protocol):
+    def put(self, item: object) -> None:
+        """From any thread of this process."""
+
+    def get(self, timeout: float | None = None) -> object:
+        """The next item or peer's `Deliver`, by the stage's thread; `queue.Empty` on timeout."""
+
+    def empty(self) -> bool: ...
+
+    def qsize(self) -> int: ...
+
+
+def unregister(selector: Any, *watched: Any) -> None:
+    """Stop watching each of `watched` (a connection, a process sentinel); one that was never
+    registered, or whose descriptor is closed already, is no error."""
+    for obj in watched:
+        try:
+            selector.unregister(obj)
+        except (KeyError, ValueError, OSError):
+            pass
+
+
+def read_frames(process: str, pid: int, reader: Any, out: list[Event], drain: bool) -> bool:
+    """What `process` (pid `pid`) sent on one connection, appended to `out` as `Received`: one
+    read's worth, or with `drain` all there is. False once the connection reached its end."""
+    try:
+        while True:
+            for frame in reader.read():
+                out += [Received(process, pid, m) for m in decode(frame)]
+            if not drain:
+                return True
+    except BlockingIOError:
+        return True  # nothing more now
+    except (EOFError, OSError):
+        return False

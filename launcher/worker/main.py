@@ -1,0 +1,198 @@
+"""The body of one worker process: build its stages in pipeline order, then run them.
+
+The worker talks through a `backend.Channel`: lifecycle, results and bookkeeping to the
+supervisor, payloads and leases straight to its peers. One thread receives (`_dispatch`), one
+thread per stage runs it (`stages.StageRunner`), the main thread reports stats.
+
+Shared memory (see `ipc`): this process sends from its own pool of blocks; a reader gives a block
+back to its owner directly, once its last view of it has died. When a peer dies, the blocks lent
+to it are reclaimed and its blocks are unmapped here (`PeerGone`).
+
+A tensor-parallel stage runs in `tp_size` rank processes. Rank 0 receives the payloads and
+broadcasts each one to the other ranks, which run the same stage in lock step (the stage does its
+own collectives) and discard the outputs.
+
+The worker exits when the supervisor goes away (its control pipe closes) or says `Stop`, and
+unlinks its blocks first, also on SIGTERM. It ignores SIGINT: Ctrl-C is the supervisor's.
+This module is preloaded in the forkserver, so it imports torch once for every worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+import torch
+
+from launcher.wire import ipc
+from launcher.worker import tp
+from launcher.wire.backend import Channel
+from launcher.wire.protocol import (
+    BuildError, Building, Cancel, Deliver, Free, PeerGone, Ready, Started, Stats, Stop,
+)
+from launcher.wire.specs import StageSpec, WorkerSpec
+from launcher.worker.stages import StageRunner
+
+STATS_INTERVAL_S = 0.5
+
+
+def resolve_factory(path: str) -> Callable[..., Any]:
+    module, sep, attr = path.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"factory {path!r} is not of the form 'module:callable'")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"factory {path!r} is not callable")
+    return obj
+
+
+def build_stage(spec: StageSpec, offered: Mapping[str, Any]) -> Callable[..., Any]:
+    """Call the factory with the config's args, plus each offered runtime arg it names.
+
+    Only parameters the signature names are offered (a bare **kwargs does not count): a factory
+    that forwards **kwargs to a real engine must not receive arguments it never asked for.
+    """
+    factory = resolve_factory(spec.factory)
+    kwargs = dict(spec.kwargs)
+    params = inspect.signature(factory).parameters
+    named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    for key, value in offered.items():
+        if key not in kwargs and key in named:
+            kwargs[key] = value
+    return factory(**kwargs)
+
+
+class Worker:
+    def __init__(self, spec: WorkerSpec, channel: Channel) -> None:
+        self.spec, self.channel = spec, channel
+        self.pool = ipc.SegmentPool(spec.shm_prefix, spec.name, inline_bytes=spec.inline_bytes)
+        self.receiver = ipc.Receiver(self._give_back)
+        self.stages: dict[str, Callable[..., Any]] = {}
+        self.runner = StageRunner(spec, self.stages, channel, self.pool, self.receiver,
+                                  self._give_back, lambda: self.exit(3))
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def run(self) -> None:
+        threading.Thread(target=self._dispatch, name="receiver", daemon=True).start()
+        spec = self.spec
+        if spec.gpu is not None:
+            torch.cuda.set_device(spec.gpu)
+            if spec.memory_fraction is not None:
+                # Enforced, not just accounted: the caching allocator refuses to grow past this.
+                torch.cuda.set_per_process_memory_fraction(spec.memory_fraction, spec.gpu)
+        if spec.tp is not None:
+            import torch.distributed as dist
+
+            self.channel.to_supervisor(Building("torch.distributed"))
+            dist.init_process_group(
+                spec.tp.backend, init_method=spec.tp.init_method, rank=spec.tp.rank,
+                world_size=spec.tp.world_size, timeout=timedelta(seconds=120),
+            )
+        for stage in spec.stages:
+            self.channel.to_supervisor(Building(stage.name))
+            offered = {
+                **dict(stage.defaults),
+                "device": stage.device,
+                "total_gpu_memory_fraction": spec.memory_fraction,
+                "stage_name": stage.name,
+                "process_name": spec.name,
+            }
+            if spec.tp is not None:
+                offered |= {"tp_rank": spec.tp.rank, "tp_size": spec.tp.world_size}
+            try:
+                self.stages[stage.name] = build_stage(stage, offered)
+            except BaseException as exc:  # noqa: BLE001 - reported to the supervisor verbatim
+                text = "".join(traceback.format_exception(exc)).rstrip()
+                self.channel.to_supervisor(
+                    BuildError(stage.name, f"{type(exc).__name__}: {exc}", text))
+                self.exit(1)
+        if spec.tp is not None and spec.tp.rank > 0:
+            self.channel.to_supervisor(Ready())
+            threading.Thread(target=self._stats_forever, daemon=True).start()
+            tp.follow(self.stages[spec.stages[0].name])
+        self.runner.start()
+        self.channel.listen()  # peers can hand payloads over from now on
+        self.channel.to_supervisor(Ready())
+        self._stats_forever()
+
+    def exit(self, code: int) -> None:
+        """Leave nothing behind: unlink this process's blocks (by name: no lock, so this is safe
+        in a signal handler), and its listening socket's name, then exit at once."""
+        ipc.sweep(self.pool.prefix)
+        unlisten = getattr(self.channel, "unlisten", None)
+        if unlisten is not None:
+            unlisten()
+        os._exit(code)
+
+    def _stats_forever(self) -> None:
+        while True:
+            time.sleep(STATS_INTERVAL_S)
+            cuda = None
+            if self.spec.gpu is not None:
+                cuda = torch.cuda.memory_allocated(self.spec.gpu)
+            depths = {name: q.qsize() for name, q in self.runner.inboxes.items()}
+            try:
+                self.channel.to_supervisor(
+                    Stats(self.runner.take_latencies(), depths, cuda, self.pool.usage()))
+            except EOFError:
+                self.exit(3)  # the supervisor is gone
+
+    # -- messages --------------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        while True:
+            try:
+                message = self.channel.receive()
+            except (EOFError, OSError):
+                self.exit(3)  # the supervisor is gone: a worker never outlives it
+            match message:
+                case Deliver(target):  # from the client, through the supervisor
+                    if (env := self.runner.arrive(message)) is not None:
+                        self.runner.put(target, env)
+                case Free(segment, lease):
+                    self.pool.release(segment, lease)
+                case Cancel(request_id):
+                    self.runner.cancel(request_id)
+                case PeerGone(process, pid):
+                    self.pool.reclaim(f"{process}:{pid}")
+                    self.receiver.forget(ipc.owner_prefix(self.spec.shm_prefix, process, pid))
+                case Stop():
+                    self.exit(0)
+                case _:
+                    raise TypeError(f"unexpected message {message!r}")
+
+    def _give_back(self, segment: str, lease: int) -> None:
+        pid = ipc.owner_pid(segment)
+        if pid is not None:
+            try:
+                self.channel.to_peer(pid, Free(segment, lease))
+            except ConnectionError:
+                pass  # the owner died; its blocks are swept
+
+
+def main(spec: WorkerSpec, channel: Channel) -> None:
+    # The child got past multiprocessing's bootstrap (re-importing the launching script), so a
+    # death from here on is this worker's own, not an unguarded script's.
+    channel.to_supervisor(Started(os.getpid()))
+    # Ctrl-C reaches the whole process group; the supervisor decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass  # already set in this process
+    worker = Worker(spec, channel)
+    signal.signal(signal.SIGTERM, lambda *_: worker.exit(143))
+    try:
+        worker.run()
+    except EOFError:
+        worker.exit(3)  # the supervisor is gone: a worker never outlives it

@@ -1,0 +1,236 @@
+"""Running the stages of one worker process: a thread and an inbox per stage, and the handoffs.
+
+A handoff to a stage of the same process is a queue put of the payload dict (no copy). A handoff
+to another process goes straight to it (`Channel.to_peer`): the tensors are copied into a block
+of this process's shared-memory pool (or, when small, into the message), and the supervisor is
+only told who holds the request (`holdings`: `HandedOver` before this process's `Released`, or
+both at once as `PassedOn`). A terminal stage's output goes to the supervisor (`Result`). A
+streamed output (`stream_to`) is handed on chunk by chunk.
+
+A stage's fan-in is `join`.
+
+Cancellation: a cancelled or failed request is dropped at the next stage boundary (its queued
+payloads are skipped) and at the next chunk boundary (its generator is closed, so whatever it
+holds is freed at once). A streaming stage may also yield `None` between the inner pieces of a
+long step (a chunked prefill): no output, only one more such point (`cancellation`). A tensor-parallel leader broadcasts its go/stop decision before each
+chunk, so its follower ranks close theirs at the same step.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from launcher import cancellation
+from launcher.wire import ipc
+from launcher.worker import tp
+from launcher.wire.backend import Channel, Inbox, PeerUnreachable
+from launcher.worker.holdings import Holdings, release_notes
+from launcher.worker.join import Envelope, Joiner, JoinError
+from launcher.wire.protocol import Deliver, HandedOver, Released, Result, StageError, Undeliverable
+from launcher.wire.specs import PARENT, StageSpec, Successor, WorkerSpec
+
+
+class StageRunner:
+    def __init__(self, spec: WorkerSpec, stages: Mapping[str, Callable[..., Any]],
+                 channel: Channel, pool: ipc.SegmentPool, receiver: ipc.Receiver,
+                 give_back: Callable[[str, int], None], orphaned: Callable[[], None]) -> None:
+        self.spec, self.stages, self.channel, self.pool = spec, stages, channel, pool
+        self.receiver, self.give_back, self.orphaned = receiver, give_back, orphaned
+        # A stage fed by other processes waits on its links itself; others on a plain queue.
+        self.inboxes: dict[str, Inbox] = {
+            s.name: channel.inbox(s.name) if s.remote_inputs else queue.SimpleQueue()
+            for s in spec.stages}
+        self.local = {s.name for s in spec.stages}
+        self.latencies: dict[str, list[float]] = {s.name: [] for s in spec.stages}
+        self.stats_lock = threading.Lock()
+        self.holdings = Holdings(len(spec.stages))
+        self.cancelled = self.holdings.cancelled
+        # Each key is touched by one stage thread only, so these need no lock.
+        self._chunk_counters: dict[tuple[str, int], int] = {}
+        self._held: dict[tuple[str, str, int], list] = {}
+
+    def start(self) -> None:
+        for stage in self.spec.stages:
+            threading.Thread(target=self._loop, args=(stage,), name=stage.name,
+                             daemon=True).start()
+
+    def put(self, target: str, env: Envelope) -> None:
+        self.inboxes[target].put(env)
+
+    def arrive(self, msg: Deliver) -> Envelope | None:
+        """A payload from another process (or the client), read in place; None if dropped."""
+        if msg.request_id in self.cancelled:
+            if msg.packed.segment is not None:
+                self.give_back(msg.packed.segment, msg.packed.lease)
+            return None
+        try:
+            data = self.receiver.unpack(msg.packed)
+        except OSError as exc:
+            # The sender died after handing over and its blocks were swept.
+            self.fail(msg.target, msg.request_id, f"cannot read the handoff from '{msg.source}' "
+                                                  f"(its process is gone?): {exc}")
+            return None
+        return Envelope(msg.request_id, msg.source, msg.chunk, msg.last, data)
+
+    def take_latencies(self) -> dict[str, tuple[float, ...]]:
+        with self.stats_lock:
+            lat, self.latencies = self.latencies, {s: [] for s in self.latencies}
+        return {s: tuple(v) for s, v in lat.items()}
+
+    # -- cancellation ----------------------------------------------------------------------------
+    def cancel(self, request_id: int) -> None:
+        self.holdings.cancel(request_id)
+
+    def fail(self, stage: str, request_id: int, message: str) -> None:
+        self.cancel(request_id)
+        self.channel.to_supervisor(StageError(request_id, stage, message), Released(request_id))
+
+    # -- one stage -------------------------------------------------------------------------------
+    def _loop(self, spec: StageSpec) -> None:
+        cancellation.want_points()
+        try:
+            self._run(spec)
+        except EOFError:
+            self.orphaned()  # the supervisor is gone
+
+    def _run(self, spec: StageSpec) -> None:
+        inbox, joiner = self.inboxes[spec.name], Joiner(spec.name, spec.predecessors)
+        tp_leader = self.spec.tp is not None
+        while True:
+            try:
+                env = inbox.get(timeout=tp.IDLE_BROADCAST_S if tp_leader else None)
+            except queue.Empty:
+                tp.keep_alive()
+                continue
+            if isinstance(env, Deliver) and (env := self.arrive(env)) is None:
+                continue
+            joiner.drop(self.cancelled)
+            if env.request_id in self.cancelled:
+                continue
+            try:
+                for data, chunk, last in joiner.add(env):
+                    self._invoke(spec, env.request_id, data, chunk, last)
+            except JoinError as exc:
+                self.fail(spec.name, env.request_id, str(exc))
+            # Payloads done with must not stay alive while this thread waits for the next one:
+            # each pins the shared-memory block it arrived in.
+            env = data = None
+
+    def _invoke(self, spec: StageSpec, request_id: int, data: dict[str, Any], chunk: int | None,
+                last: bool) -> None:
+        fn = self.stages[spec.name]
+        started = time.perf_counter()
+        try:
+            if self.spec.tp is not None:
+                tp.share_input(data)
+            out = fn(data)
+            if isinstance(out, Mapping):
+                self._emit(spec, request_id, data, out, chunk, last)
+            else:
+                self._emit_stream(spec, request_id, data, out, last)
+        except Exception as exc:  # noqa: BLE001 - a stage error fails its request, not the process
+            self._chunk_counters.pop((spec.name, request_id), None)
+            for key in [k for k in self._held if k[0] == spec.name and k[2] == request_id]:
+                del self._held[key]
+            self.fail(spec.name, request_id, f"{type(exc).__name__}: {exc}")
+        finally:
+            with self.stats_lock:
+                self.latencies[spec.name].append(time.perf_counter() - started)
+
+    def _emit_stream(self, spec: StageSpec, request_id: int, data: dict[str, Any],
+                     items: Iterator[Mapping[str, Any]], last: bool) -> None:
+        iterator, current, ranks = iter(items), None, self.spec.tp is not None
+        try:
+            while True:
+                go = request_id not in self.cancelled
+                if ranks:
+                    go = tp.decide(go)
+                if not go:
+                    self._chunk_counters.pop((spec.name, request_id), None)
+                    return  # cancelled: the generator is closed below, freeing what it holds
+                try:
+                    upcoming = next(iterator)
+                except StopIteration:
+                    break
+                if upcoming is None:
+                    continue  # a cancellation point inside a long step, no output
+                if current is not None:
+                    try:
+                        self._emit(spec, request_id, data, current,
+                                   self._next_chunk(spec, request_id), False)
+                    except BaseException:
+                        if ranks:
+                            tp.decide(False)  # the followers wait for the next decision
+                        raise
+                current = upcoming
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+        if current is None:
+            raise RuntimeError(f"stage '{spec.name}' produced no output")
+        self._emit(spec, request_id, data, current, self._next_chunk(spec, request_id), last)
+
+    def _next_chunk(self, spec: StageSpec, request_id: int) -> int:
+        key = (spec.name, request_id)
+        n = self._chunk_counters.get(key, 0)
+        self._chunk_counters[key] = n + 1
+        return n
+
+    # -- handing on ------------------------------------------------------------------------------
+    def _emit(self, spec: StageSpec, request_id: int, data: dict[str, Any],
+              out: Mapping[str, Any], chunk: int | None, last: bool) -> None:
+        if request_id in self.cancelled:
+            return
+        merged = {k: v for k, v in {**data, **out}.items() if v is not None}
+        notes: list = []  # for the supervisor, once the payloads are on their way
+        if not spec.successors:
+            notes.append(Result(request_id, spec.name, chunk, last, self.pool.pack(merged, PARENT)))
+        for succ in spec.successors:
+            if chunk is not None and not succ.streaming:
+                # A plain `next` edge hands over the complete output: hold chunks until the last.
+                held = self._held.setdefault((spec.name, succ.stage, request_id), [])
+                held.append((dict(merged), chunk, last))
+                if not last:
+                    continue
+                batch = self._held.pop((spec.name, succ.stage, request_id))
+            else:
+                batch = [(dict(merged), chunk, last)]
+            for payload, idx, fin in batch:
+                if not self._deliver(spec.name, succ, request_id, payload, idx, fin, notes):
+                    self.channel.to_supervisor(*notes)
+                    return
+        if last:
+            self._chunk_counters.pop((spec.name, request_id), None)
+            if self.holdings.finish(spec.name, request_id):
+                release_notes(notes, request_id)
+        if notes:
+            self.channel.to_supervisor(*notes)
+
+    def _deliver(self, source: str, succ: Successor, request_id: int, data: dict[str, Any],
+                 chunk: int | None, last: bool, notes: list) -> bool:
+        if succ.stage in self.local:
+            self.inboxes[succ.stage].put(Envelope(request_id, source, chunk, last, data))
+            return True
+        packed = None
+        try:
+            pid = self.channel.peer(succ.process, succ.stage)
+            packed = self.pool.pack(data, f"{succ.process}:{pid}")
+            self.channel.to_peer(pid, Deliver(succ.stage, request_id, source, chunk, last,
+                                              packed))
+        except PeerUnreachable as exc:
+            if packed is not None and packed.segment is not None:
+                self.pool.release(packed.segment, packed.lease)
+            self.cancel(request_id)
+            notes += [Undeliverable(request_id, source, succ.process, str(exc)),
+                      Released(request_id)]
+            return False
+        if self.holdings.first_handoff(request_id, succ.process, pid):
+            # After the payload, never after this process's Released (same pipe, same frame):
+            # if the receiver dies first, this names a dead pid, and the request fails then.
+            notes.append(HandedOver(request_id, succ.process, pid))
+        return True

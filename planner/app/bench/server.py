@@ -1,0 +1,138 @@
+"""One placement served over HTTP in a child process, as `planner serve` would serve it.
+
+The child re-solves the same requests (the solver is deterministic) and runs `launcher.serving.serve.serve`
+on a free port; its ready line gives the port. Run as `python -m planner.app.bench.server SPEC_JSON`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+import httpx
+
+READY = re.compile(r"^ready: .* on http://(?P<host>[^:\s]+):(?P<port>\d+)")
+STOP_TIMEOUT_S = 20.0
+
+
+class ServerFailed(RuntimeError):
+    """The placement could not be served; the message quotes the server's own error."""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    model_path: str | None
+    config: str | None
+    variant: str | None
+    requests: tuple[dict, ...]  # placement requests as `planner.request_dict` writes them
+    device: str
+    stand_in_size: str | None  # offered to stand-in factories as `size`; None = their default
+
+
+@dataclass(frozen=True)
+class Started:
+    url: str
+    pid: int
+    startup_s: float  # spawn to ready line: interpreter, solve, workers built, port bound
+
+
+class Server:
+    """Context manager: start on enter, stop (SIGTERM, then SIGKILL) on exit, always."""
+
+    def __init__(self, spec: ServerSpec, startup_timeout: float = 300.0) -> None:
+        self.spec = spec
+        self.startup_timeout = startup_timeout
+        self._proc: subprocess.Popen[str] | None = None
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._ready = threading.Event()
+        self._url: str | None = None
+
+    def start(self) -> Started:
+        t0 = time.monotonic()
+        # Its own session: a Ctrl-C in the bench's terminal reaches the bench, which stops the
+        # server in order, rather than every process at once.
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "planner.app.bench.server", json.dumps(asdict(self.spec))],
+            stdout=subprocess.PIPE, stderr=self._stderr, text=True, start_new_session=True,
+            cwd=os.getcwd(), env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        threading.Thread(target=self._watch_stdout, daemon=True).start()
+        while not self._ready.wait(0.05):
+            if self._proc.poll() is not None:
+                raise ServerFailed(self._failure_text())
+            if time.monotonic() - t0 > self.startup_timeout:
+                raise ServerFailed(f"not ready after {self.startup_timeout:g} s. "
+                                   + self._failure_text())
+        startup = time.monotonic() - t0
+        assert self._url is not None
+        health = httpx.get(f"{self._url}/health", timeout=10.0)
+        if health.status_code != 200:
+            raise ServerFailed(f"ready, but /health answered {health.status_code}: {health.text}")
+        return Started(url=self._url, pid=self._proc.pid, startup_s=startup)
+
+    def _watch_stdout(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for line in self._proc.stdout:
+            m = READY.match(line.strip())
+            if m and not self._ready.is_set():
+                self._url = f"http://{m['host']}:{m['port']}"
+                self._ready.set()
+
+    def _failure_text(self) -> str:
+        self._stderr.seek(0)
+        lines = [ln for ln in self._stderr.read().splitlines() if ln.strip()]
+        errors = [ln for ln in lines if ln.startswith("error:")]
+        shown = errors or lines[-5:]
+        code = self._proc.returncode if self._proc else None
+        return (f"the server exited with code {code}: " if code is not None else "") + (
+            " ".join(shown) or "it printed nothing")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                # Workers exit on their own once the supervisor's control pipes close.
+                proc.kill()
+                proc.wait(5.0)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        self._stderr.close()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _main(raw: str) -> int:
+    import planner
+    from launcher.serving.serve import serve
+
+    fields = json.loads(raw)
+    spec = ServerSpec(**{**fields, "requests": tuple(fields["requests"])})
+    result = planner.solve(model_path=spec.model_path, config=spec.config, variant=spec.variant,
+                           requests=[planner.request_from_dict(r) for r in spec.requests])
+    if not result.ok:
+        first = result.diagnostics[0].message if result.diagnostics else result.status
+        print(f"error: placement does not solve: {first}", file=sys.stderr, flush=True)
+        return 2
+    defaults = {"size": spec.stand_in_size} if spec.stand_in_size else {}
+    return serve(result.plan, result.to_dict(), host="127.0.0.1", port=0, device=spec.device,
+                 drain_timeout=5.0, factory_defaults=defaults)
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1]))

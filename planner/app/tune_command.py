@@ -1,0 +1,125 @@
+"""`planner tune`: profile (or read a profile), predict every accepted placement, choose, and
+optionally verify the top ones by serving them. The CLI's glue; the parts are pure modules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import planner
+from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
+from planner.render.tune import choice_dict, render_choice
+from planner.tune.choose import choose, why
+from planner.tune.model import Workload
+from planner.tune.profile import Profile
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class TuneError(Exception):
+    """A tune request that cannot run; the message is one paragraph (exit 2)."""
+
+
+def workloads(args: argparse.Namespace) -> tuple[Workload, ...]:
+    out = [Workload(concurrency=c) for c in args.concurrency or ()]
+    out += [Workload(rate=r) for r in args.rate or ()]
+    return tuple(out) or (Workload(concurrency=1), Workload(concurrency=4))
+
+
+def _profile(args: argparse.Namespace, pipeline: planner.Pipeline, err: Console,
+             output: Path) -> Profile:
+    if args.profile:
+        try:
+            profile = Profile.load(args.profile)
+        except ValueError as exc:
+            raise TuneError(str(exc)) from None
+        missing = [s for s in pipeline.stage_names if s not in {p.name for p in profile.stages}]
+        if profile.model != pipeline.name or missing:
+            raise TuneError(
+                f"{args.profile} profiles {profile.model} (stages "
+                f"{', '.join(p.name for p in profile.stages)}), not {pipeline.name}"
+                + (f" (missing {', '.join(missing)})" if missing else "")
+                + "; profile this pipeline with `planner tune` without --profile")
+        return profile
+    try:
+        from planner.app.profiling import measure
+    except ImportError as exc:
+        raise TuneError(f"profiling serves the stages and needs the serve extra ({exc.name} is "
+                        "missing): `pip install 'stage-planner[serve]'`, or pass --profile FILE "
+                        "from another machine") from None
+    declared = planner.solve_pipeline(pipeline)
+    if not declared.ok:
+        raise TuneError(f"the declared topology of {pipeline.name} does not solve: "
+                        f"{declared.diagnostics[0].message}")
+    from launcher.control.preflight import SetupError, check
+
+    try:
+        check(declared.plan)  # e.g. a missing espeak-ng program: one paragraph, not a traceback
+    except SetupError as exc:
+        raise TuneError(str(exc)) from None
+    defaults = {"size": args.stand_in_size} if args.stand_in_size else {}
+    t0 = time.perf_counter()
+    profile = measure(declared.plan, requests=args.profile_requests, device=args.device,
+                      factory_defaults=defaults, seed=args.seed,
+                      progress=lambda m: err.print(f"tune: {m}"),
+                      served=calibration_plan(pipeline, declared.plan))
+    output.mkdir(parents=True, exist_ok=True)
+    profile.save(output / "profile.json")
+    err.print(f"tune: profiled in {time.perf_counter() - t0:.1f} s -> {output / 'profile.json'}")
+    return profile
+
+
+def calibration_plan(pipeline: planner.Pipeline, declared: Plan) -> Plan | None:
+    """Where to time the stages served, if not as declared: where stages of one request run at
+    once in one process (a streaming edge, parallel branches), each waits for the other's
+    interpreter lock there, and its served time says little of its own cost. Then the accepted
+    placement with the most processes, which parts them as far as the rules allow (None: no
+    placement parts more)."""
+    if not declared.overlapping_stages():
+        return None
+    try:
+        most = max(planner.feasible_placements(pipeline), key=lambda f: f.plan.process_count())
+    except planner.TooManyPlacements:
+        return None
+    return most.plan if most.plan.process_count() > declared.process_count() else None
+
+
+def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
+    pipeline = planner.load(model_path=args.model_path, config=args.config, variant=args.variant)
+    output = Path(args.output or f"tune-results/{pipeline.name}")
+    if output.exists() and not output.is_dir():
+        raise TuneError(f"--output {output} is a file; give a directory (it gets profile.json "
+                        "and tune.json)")
+    profile = _profile(args, pipeline, err, output)
+    try:
+        choice = choose(pipeline, profile, workloads(args), args.objective,
+                        slo_p99_ms=args.slo_p99_ms, max_processes=args.max_processes,
+                        cores=args.cores)
+    except planner.TooManyPlacements as exc:
+        raise TuneError(f"{exc}; tune enumerates every placement, so it needs fewer movable "
+                        "stages (fuse some with fused_stages)") from None
+    reason = why(choice)
+    measured: dict[int, list[dict[str, Any]]] = {}
+    judged = None
+    if args.verify:
+        from planner.tune.verify import verdict, verify
+
+        measured = verify(args, choice, args.verify, err)
+        judged = verdict(choice, measured)
+    result = choice_dict(choice, profile, reason, measured, judged)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "tune.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise TuneError(f"cannot write to --output {output}: {exc.strerror}") from None
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        render_choice(out, choice, profile, reason, measured, judged)
+    # Nothing meets the constraints: infeasible (1), as `planner solve` says of a request no
+    # placement satisfies; bad input is 2.
+    return EXIT_OK if choice.best is not None else EXIT_INFEASIBLE
