@@ -92,9 +92,9 @@ class RaySession:
 
     def cluster(self) -> Cluster:
         """The cluster's nodes as the planner packs onto them (with their Ray node ids)."""
-        from planner.cluster import from_ray
+        import planner
 
-        return from_ray()
+        return planner.cluster_from_ray()
 
     def close(self) -> None:
         if self._ours:

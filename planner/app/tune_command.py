@@ -106,7 +106,8 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     measured: dict[int, list[dict[str, Any]]] = {}
     judged = None
     if args.verify:
-        from planner.tune.verify import verdict, verify
+        from planner.app.tune_verify import verify
+        from planner.tune.verify import verdict
 
         measured = verify(args, choice, args.verify, err)
         judged = verdict(choice, measured)

@@ -15,7 +15,7 @@ from planner import Profile, StageProfile
 from planner.render.tune import render_choice
 from planner.tune.choose import TIE, choose, score, tie_note, why
 from planner.tune.model import Workload
-from planner.tune.verify import bench_name
+from planner.app.tune_verify import bench_name
 from tests.tune.test_model import chain, profile
 
 

@@ -85,7 +85,7 @@ def test_verify_serves_its_placements_in_interleaved_rounds():
     import argparse
     from pathlib import Path
 
-    from planner.tune.verify import bench_command
+    from planner.app.tune_verify import bench_command
 
     choice, _ = a_choice()
     args = argparse.Namespace(model_path=None, config="p.yaml", variant=None, requests=96,
