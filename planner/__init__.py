@@ -15,6 +15,7 @@ from planner.api import declared_plan, load, solve, solve_pipeline, solve_replic
 from planner.cards import Card, all_cards, find_card
 from planner.cluster import Cluster, Node, load_cluster
 from planner.cluster import from_ray as cluster_from_ray
+from planner.cluster import ray_auth_problem
 from planner.errors import ConfigError, ConfigIssue
 from planner.graph import build_graph
 from planner.pipeline import Pipeline, StageConfig
@@ -60,6 +61,6 @@ __all__ = [
     "TooManyPlacements", "TpProcess", "all_cards", "build_graph", "command_line", "declared_plan",
     "feasible_placements", "find_card", "flag", "flags", "from_options", "load", "load_pipeline",
     "parse_flags", "request_dict", "request_from_dict", "solve", "solve_pipeline", "tp_rank_names",
-    "Cluster", "Node", "load_cluster", "cluster_from_ray", "Packing", "pack", "solve_replicas",
+    "Cluster", "Node", "load_cluster", "cluster_from_ray", "ray_auth_problem", "Packing", "pack", "solve_replicas",
     "HandoffCost", "Profile", "StageProfile", "__version__",
 ]

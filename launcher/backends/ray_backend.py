@@ -73,9 +73,9 @@ class RaySession:
                             "num_cpus": num_cpus}
             else:
                 options["address"] = address
-            from planner.cluster import ray_auth_problem
+            import planner
 
-            problem = ray_auth_problem(address) if address is not None else None
+            problem = planner.ray_auth_problem(address) if address is not None else None
             if problem is not None:
                 raise LaunchError(f"--ray-address {address}: {problem}")
             try:
