@@ -18,7 +18,6 @@ import math
 import os
 import secrets
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -82,9 +81,8 @@ class Deployment:
         sup = self._supervisor
         sup.start()
         if not sup.ready.wait(self.startup_timeout):
-            with sup.lock:
-                waiting = [f"{p.describe()}: building {p.building or 'nothing yet'}"
-                           for p in sup.procs.values() if p.state != "ready"]
+            waiting = [f"{p.describe()}: building {p.building or 'nothing yet'}"
+                       for p in sup.snapshot().processes if p.state != "ready"]
             self.close()
             raise LaunchError(f"startup timed out after {self.startup_timeout:g} s; not ready: "
                               + "; ".join(waiting))
@@ -112,53 +110,49 @@ class Deployment:
 
     @property
     def in_flight(self) -> int:
-        return len(self._supervisor.table)
+        return self._supervisor.snapshot().in_flight
 
     def refusal(self) -> str | None:
         """Why a request submitted now would be refused (an `admission.REASONS` entry), or None
         when it would be taken: what a router asks before choosing this deployment."""
-        with self._supervisor.lock:
-            refused = self._supervisor.refusal()
-        return refused[0] if refused is not None else None
+        return self._supervisor.refusal_reason()
 
     def health(self) -> dict[str, Any]:
-        sup = self._supervisor
+        snap = self._supervisor.snapshot()
         alive = getattr(self._backend, "alive", None)
-        with sup.lock:
-            procs = list(sup.procs.values())
-            # A process that died a moment ago is not ready, though the supervisor has not
-            # noticed yet (up to its poll interval): /health says so at once.
-            states = {p.name: "exited" if p.state == "ready" and alive is not None
-                      and not alive(p.name) else p.state for p in procs}
-            state = sup.state
-            helpers = self._helpers()
-            if state == "running" and (any(s != "ready" for s in states.values()) or any(
-                    h.get("state") != "ok" for h in helpers.values())):
-                state = "degraded"
-            return {
-                "status": "ok" if state == "running" else state,
-                "model": self.plan.model,
-                "variant": self.plan.variant,
-                "device": self.device,
-                "note": self.note,
-                "error": sup.failure,
-                "in_flight": len(sup.table),
-                "processes": [
-                    {
-                        "name": p.name,
-                        "pid": p.pid if p.running else None,
-                        "state": states[p.name],
-                        "stages": [s.name for s in p.spec.stages],
-                        "gpu": p.spec.gpu,
-                        "memory_fraction": p.spec.memory_fraction,
-                        "restarts": p.restarts,
-                        "death": p.death,  # how it last died, as the supervisor saw it
-                        **self._backend.where(p.name),
-                    }
-                    for p in procs
-                ],
-                **({"helpers": helpers} if helpers else {}),
-            }
+        # A process that died a moment ago is not ready, though the supervisor has not noticed
+        # yet (up to its poll interval): /health says so at once.
+        states = {p.name: "exited" if p.state == "ready" and alive is not None
+                  and not alive(p.name) else p.state for p in snap.processes}
+        state = snap.state
+        helpers = self._helpers()
+        if state == "running" and (any(s != "ready" for s in states.values()) or any(
+                h.get("state") != "ok" for h in helpers.values())):
+            state = "degraded"
+        return {
+            "status": "ok" if state == "running" else state,
+            "model": self.plan.model,
+            "variant": self.plan.variant,
+            "device": self.device,
+            "note": self.note,
+            "error": snap.failure,
+            "in_flight": snap.in_flight,
+            "processes": [
+                {
+                    "name": p.name,
+                    "pid": p.pid,
+                    "state": states[p.name],
+                    "stages": list(p.stages),
+                    "gpu": p.gpu,
+                    "memory_fraction": p.memory_fraction,
+                    "restarts": p.restarts,
+                    "death": p.death,  # how it last died, as the supervisor saw it
+                    **self._backend.where(p.name),
+                }
+                for p in snap.processes
+            ],
+            **({"helpers": helpers} if helpers else {}),
+        }
 
     def _helpers(self) -> dict[str, Any]:
         """What the backend's own helper processes are up to (the local fork server)."""
@@ -168,9 +162,7 @@ class Deployment:
     def retry_after(self) -> int:
         """Whole seconds a client refused with 503 should wait before trying again: until the
         next scheduled restart (the backoff), plus one for the new worker to build its stages."""
-        with self._supervisor.lock:
-            wait = self._supervisor.policy.wait_s()
-        return 1 + math.ceil(wait)
+        return 1 + math.ceil(self._supervisor.restart_wait_s())
 
     def metrics_text(self) -> str:
         """Prometheus text exposition (see `metric_names`)."""
@@ -183,50 +175,31 @@ class Deployment:
     def sample(self) -> metrics.Sample:
         """The numbers /metrics shows, taken now."""
         sup = self._supervisor
-        with sup.lock:
-            return metrics.Sample(
-                model=self.plan.model,
-                stage_latency={s: h.copy() for s, h in sup.stage_latency.items()},
-                request_latency=sup.request_latency.copy(),
-                outcomes=dict(sup.table.outcomes),
-                refusals=sup.refusals.snapshot(),
-                in_flight=len(sup.table),
-                processes=tuple(metrics.ProcessSample(
-                    p.name, p.pid if p.running else None, p.spec.gpu, p.restarts,
-                    dict(p.depths), p.shm, p.cuda_allocated) for p in sup.procs.values()),
-            )
+        stage_latency, request_latency, outcomes, refusals = sup.latencies()
+        snap = sup.snapshot()
+        return metrics.Sample(
+            model=self.plan.model, stage_latency=stage_latency, request_latency=request_latency,
+            outcomes=outcomes, refusals=refusals, in_flight=snap.in_flight,
+            processes=tuple(metrics.ProcessSample(
+                p.name, p.pid, p.gpu, p.restarts, dict(p.depths), p.shm, p.cuda_allocated)
+                for p in snap.processes),
+        )
 
     def worker_pids(self) -> dict[str, int]:
-        with self._supervisor.lock:
-            return {p.name: p.pid for p in self._supervisor.procs.values()
-                    if p.running and p.pid is not None}
+        return {p.name: p.pid for p in self._supervisor.snapshot().processes if p.pid is not None}
 
     # -- stop ------------------------------------------------------------------------------------
     def close(self, drain_timeout: float = 0.0) -> None:
         """Stop everything. With `drain_timeout`, first let in-flight requests finish (that long,
         no new ones are taken); whatever is still in flight then fails with `Unavailable` (503).
         Returns once every process it started has exited. Safe to call from any thread, twice."""
-        sup = self._supervisor
         with self._close_lock:
             if self._closed:
                 return
-            with sup.lock:
-                if sup.state in ("running", "starting"):
-                    sup.state = "draining"
-            deadline = time.monotonic() + drain_timeout
-            while drain_timeout and len(sup.table) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            with sup.lock:
-                if sup.state != "failed":
-                    sup.state = "stopping"
-            for request_id in sup.table.pending():
-                sup.finish(request_id, Unavailable("deployment is shutting down"))
-            sup.stop()
+            self._supervisor.shut_down(drain_timeout)
             self._backend.close()
             ipc.sweep(self.shm_prefix)
-            with sup.lock:
-                if sup.state != "failed":
-                    sup.state = "stopped"
+            self._supervisor.stopped()
             self._closed = True
 
     def __enter__(self) -> Deployment:

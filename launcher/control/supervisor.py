@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -37,6 +39,38 @@ from launcher.control.restart import RestartPolicy
 from launcher.wire.specs import CLIENT
 
 POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class ProcessView:
+    """One worker process as the supervisor sees it at one moment (a copy: safe to keep)."""
+
+    name: str
+    pid: int | None  # None unless it is starting or ready
+    state: str  # starting | ready | restarting | failed | stopped
+    stages: tuple[str, ...]
+    gpu: int | None
+    memory_fraction: float | None
+    restarts: int
+    death: str | None  # how its last incarnation ended
+    building: str | None
+    depths: Mapping[str, int]
+    shm: ipc.PoolUsage
+    cuda_allocated: int | None
+
+    def describe(self) -> str:
+        return f"process '{self.name}' (pid {self.pid}, stages: {', '.join(self.stages)})"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the deployment reports (/health, /metrics), taken under the supervisor's lock: the
+    supervisor owns its state, and everyone else reads it through this."""
+
+    state: str  # starting | running | draining | stopping | stopped | failed
+    failure: str | None
+    in_flight: int
+    processes: tuple[ProcessView, ...]
 
 
 class Supervisor:
@@ -106,6 +140,56 @@ class Supervisor:
             for unit in self.policy.due():
                 if self.state in ("running", "draining"):
                     self._start_unit(self.units[unit])
+
+    # -- what the deployment asks -----------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        with self.lock:
+            return Snapshot(self.state, self.failure, len(self.table), tuple(
+                ProcessView(p.name, p.pid if p.running else None, p.state,
+                            tuple(s.name for s in p.spec.stages), p.spec.gpu,
+                            p.spec.memory_fraction, p.restarts, p.death, p.building,
+                            dict(p.depths), p.shm, p.cuda_allocated)
+                for p in self.procs.values()))
+
+    def latencies(self) -> tuple[dict[str, Histogram], Histogram, dict[str, int], Any]:
+        """Copies of (per-stage latency, request latency, outcomes, refusals) for /metrics."""
+        with self.lock:
+            return ({s: h.copy() for s, h in self.stage_latency.items()},
+                    self.request_latency.copy(), dict(self.table.outcomes),
+                    self.refusals.snapshot())
+
+    def refusal_reason(self) -> str | None:
+        """Why a request submitted now would be refused (an `admission.REASONS` entry), or None."""
+        with self.lock:
+            refused = self.refusal()
+        return refused[0] if refused is not None else None
+
+    def restart_wait_s(self) -> float:
+        """Seconds until the next scheduled restart (0 when none is due)."""
+        with self.lock:
+            return self.policy.wait_s()
+
+    def shut_down(self, drain_timeout: float = 0.0) -> None:
+        """Take no new request; let those in flight finish for up to `drain_timeout` s; fail the
+        rest with `Unavailable` (503); end the loop. The caller then closes the backend and
+        calls `stopped`."""
+        with self.lock:
+            if self.state in ("running", "starting"):
+                self.state = "draining"
+        deadline = time.monotonic() + drain_timeout
+        while drain_timeout and len(self.table) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with self.lock:
+            if self.state != "failed":
+                self.state = "stopping"
+        for request_id in self.table.pending():
+            self.finish(request_id, Unavailable("deployment is shutting down"))
+        self.stop()
+
+    def stopped(self) -> None:
+        with self.lock:
+            if self.state != "failed":
+                self.state = "stopped"
 
     # -- requests --------------------------------------------------------------------------------
     def submit(self, text: str, voice: str | None, stream: bool,

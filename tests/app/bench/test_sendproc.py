@@ -19,7 +19,7 @@ from planner.app.bench.http1 import Endpoint, Response, speech_request
 from planner.app.bench.sendproc import SenderProcess
 from tests.app.bench.stub_server import Reply, StubServer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def exited(pid: int, within_s: float) -> bool:
