@@ -30,7 +30,7 @@ from launcher.control import preflight
 from launcher.control.admission import default_max_queued, registry_size
 from launcher.audio import Audio
 from launcher.wire.backend import Backend
-from launcher.errors import LaunchError, Unavailable
+from launcher.errors import LaunchError
 from launcher.control.layout import layout, resolve_device
 from launcher.backends.local import LocalBackend
 from launcher.control.request_table import SpeechRequest

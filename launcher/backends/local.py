@@ -32,13 +32,12 @@ import secrets
 import selectors
 import signal
 import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.wire import ipc
-from launcher.wire.backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
+from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, unregister
 from launcher.control.layout import with_fresh_rendezvous
 from launcher.backends.links import LocalChannel, remove_socket_dir
 from launcher.wire.protocol import FrameReader, Stop, ToWorker, encode, write_frame
@@ -144,7 +143,7 @@ class LocalBackend:
             self._ctx.set_forkserver_preload(PRELOAD)
         self._procs: dict[str, _Handle] = {}
         self._selector = selectors.DefaultSelector()
-        self._notes_read = 0.0
+        self._deaths = Deaths()
         self._closed = False
         self._forkserver = start_method == "forkserver"
         self._fs_watch: _PidFd | None = None  # the fork server's pidfd, while it runs
@@ -203,17 +202,11 @@ class LocalBackend:
                 read_frames(handle.spec.name, handle.pid, handle.reader, out, drain=False)
             else:
                 exited.append(handle)
-        now = time.monotonic()
-        if exited or now - self._notes_read >= NOTES_S:
-            # Every process's bookkeeping, before any death is reported: who held what then.
-            self._notes_read = now
-            for handle in self._procs.values():
-                read_frames(handle.spec.name, handle.pid, handle.notes_reader, out, drain=True)
-        for handle in exited:
-            _drain(handle, out)
-            out.append(Exited(handle.spec.name, handle.pid, handle.exitcode()))
-            self._forget(handle.spec.name)
-        return out
+        return self._deaths.report(
+            out, exited,
+            notes=[(h.spec.name, h.pid, h.notes_reader) for h in self._procs.values()],
+            last_words=_drain, exited=lambda h: Exited(h.spec.name, h.pid, h.exitcode()),
+            forget=lambda h: self._forget(h.spec.name))
 
     def stop(self, processes: Iterable[str], grace: float) -> None:
         handles = [h for name in processes if (h := self._procs.get(name)) is not None]

@@ -37,7 +37,7 @@ from planner import Cluster, Node
 
 from launcher.wire import ipc
 from launcher.backends import links
-from launcher.wire.backend import NOTES_S, Event, Exited, Unit, read_frames, unregister
+from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, unregister
 from launcher.errors import LaunchError
 from launcher.control.layout import with_fresh_rendezvous
 from launcher.wire.protocol import FrameReader, ToWorker, encode, write_frame
@@ -116,6 +116,12 @@ class _Actor:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+
+def _last_words(a: _Actor, out: list[Event]) -> None:
+    """What a dead actor's control connection still holds (it is closed: reading cannot wait)."""
+    if a.reader is not None:
+        read_frames(a.spec.name, a.pid, a.reader, out, drain=True)
+
 class RayBackend:
     """`backend.Backend` for one replica on a Ray cluster. As for the local backend, `events`,
     `start` and `stop` are called from the supervisor's thread and `send` from any."""
@@ -150,7 +156,8 @@ class RayBackend:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._actors: dict[str, _Actor] = {}
         self._incarnations = itertools.count()
-        self._notes_read = self._exits_read = 0.0
+        self._exits_read = 0.0
+        self._deaths = Deaths()
         self._closed = False
         threading.Thread(target=self._accept_forever, name="ray-accept", daemon=True).start()
 
@@ -215,17 +222,11 @@ class RayBackend:
         if now - self._exits_read >= EXITS_S:
             self._exits_read = now
             gone += self._died_unattached()
-        if gone or now - self._notes_read >= NOTES_S:
-            self._notes_read = now
-            for a in self._actors.values():
-                if a.notes_reader is not None:
-                    read_frames(a.spec.name, a.pid, a.notes_reader, out, drain=True)
-        for a in gone:
-            if a.reader is not None:
-                read_frames(a.spec.name, a.pid, a.reader, out, drain=True)
-            out.append(Exited(a.spec.name, a.pid, None))
-            self._forget(a.spec.name)
-        return out
+        return self._deaths.report(
+            out, gone,
+            notes=[(a.spec.name, a.pid, a.notes_reader) for a in self._actors.values()],
+            last_words=_last_words, exited=lambda a: Exited(a.spec.name, a.pid, None),
+            forget=lambda a: self._forget(a.spec.name))
 
     def stop(self, processes: Iterable[str], grace: float) -> None:
         # No Stop message: a worker that exits by itself is an error in Ray's eyes (and its

@@ -24,9 +24,10 @@ A backend's promises:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from launcher.wire.protocol import FromWorker, ToPeer, ToWorker, decode
 from launcher.wire.specs import WorkerSpec
@@ -151,3 +152,35 @@ def read_frames(process: str, pid: int, reader: Any, out: list[Event], drain: bo
         return True  # nothing more now
     except (EOFError, OSError):
         return False
+
+
+W = TypeVar("W")  # a backend's handle on one worker process
+
+
+class Deaths:
+    """The end of every `Backend.events` call, in the order the seam promises: every live
+    process's bookkeeping (each `NOTES_S`, and whenever someone died), then for each death what
+    it still had to say and its `Exited`. Both backends close their `events` with it, so the rule
+    that a death is judged on everything the survivors said is kept in one place."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._notes_read = float("-inf")
+
+    def report(self, out: list[Event], dead: list[W], *,
+               notes: Iterable[tuple[str, int, Any]],
+               last_words: Callable[[W, list[Event]], None],
+               exited: Callable[[W], Exited], forget: Callable[[W], None]) -> list[Event]:
+        """`notes`: (process, pid, bookkeeping reader) of every live process, read when due;
+        for each of `dead`: `last_words` appends what it sent, then its `Exited`, then `forget`."""
+        now = self._clock()
+        if dead or now - self._notes_read >= NOTES_S:
+            self._notes_read = now
+            for process, pid, reader in notes:
+                if reader is not None:
+                    read_frames(process, pid, reader, out, drain=True)
+        for worker in dead:
+            last_words(worker, out)
+            out.append(exited(worker))
+            forget(worker)
+        return out

@@ -47,7 +47,8 @@ def deployment():
     planned = layout(result.plan, "cpu", "spfake", {}, inline_bytes=1 << 20)
     backend, clock = FakeBackend(), Clock()
     stages = [s.name for s in result.plan.stages]
-    sup = Supervisor(planned, backend, RestartPolicy(2, clock=clock), stages, "spfake")
+    sup = Supervisor(planned, backend, RestartPolicy(2, clock=clock), stages, "spfake",
+                     max_queued=64)
     sup.start()
     for process in backend.pids:
         backend.say(process, Ready())
