@@ -1,0 +1,75 @@
+"""`planner`: the command line, a thin layer over `planner.solve` and the launcher.
+
+One module per command (`models`, `show`, `solve`, `serve`, `bench`, `tune`), each with its
+`add_parser` and `run`; `options` holds what several share, `console` where output goes. User
+mistakes end here as one paragraph and exit code 2 (1 for an infeasible placement); nothing below
+this layer prints or exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from planner.app.cli import bench, models, serve, show, solve, tune
+from planner.app.cli.console import EXIT_BROKEN_PIPE, error
+from planner.errors import ConfigError
+from planner.plan import EXIT_INVALID
+
+COMMANDS = {"models": models, "show": show, "solve": solve, "serve": serve, "bench": bench,
+            "tune": tune}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="planner",
+        description="Plan, check and run the process placement of multi-stage (TTS) serving "
+                    "pipelines. Exit codes: 0 ok, 1 infeasible placement, 2 invalid request or "
+                    "config.")
+    from planner import __version__
+
+    parser.add_argument("--version", action="version", version=f"planner (stage-planner) "
+                        f"{__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS.values():
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_INVALID
+    if getattr(args, "model", None) and getattr(args, "model_path", None) \
+            and args.model != args.model_path:
+        return error(f"MODEL {args.model!r} and --model-path {args.model_path!r} disagree; "
+                     "give one.")
+    if getattr(args, "model", None) and not getattr(args, "model_path", None):
+        args.model_path = args.model  # the positional MODEL is shorthand for --model-path
+    try:
+        code = COMMANDS[args.command].run(args)
+        sys.stdout.flush()  # a reader that went away shows here, not as a traceback at exit
+        return code
+    except ConfigError as err:
+        return error(err.paragraph())
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed it (`planner ... | head`): stop quietly, as `cat` would, and keep
+    Python from failing again on the final flush at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

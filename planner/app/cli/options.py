@@ -1,0 +1,163 @@
+"""The options several commands share: their argparse arguments and the typed values a command
+works with, built once from argparse (nothing below the CLI sees an `argparse.Namespace` of
+these)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from planner.flags import from_options
+from planner.limits import MAX_COUNT
+from planner.plan import Request
+
+MAX_QUEUED = 1_000_000
+
+
+# -- argparse types: bad input stops here, before anything starts ----------------------------------
+def port(text: str) -> int:
+    """A TCP port, checked before anything starts."""
+    value = int(text) if text.isascii() and text.isdigit() else -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a TCP port; give a number from 0 to 65535 (0 picks any free port)")
+    return value
+
+
+def bounded_int(low: int, high: int):
+    """A whole number from `low` to `high`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is outside {low}..{high}")
+        return value
+    return parse
+
+
+def positive(kind, high: float = MAX_COUNT, low: float | None = None):
+    """A finite number above 0 (at least `low`), at most `high`."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:  # also an int past Python's digit limit
+            value = 0
+        if not value > 0 or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite positive "
+                                             f"{'whole number' if kind is int else 'number'}")
+        if value > high or (low is not None and value < low):
+            within = f"from {low:g} to {high:g}" if low is not None else f"at most {high:g}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give a number {within}")
+        return value
+    return parse
+
+
+def replicas(text: str):
+    """--replicas: a positive count, or `max`."""
+    if text == "max":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of replicas; give a count "
+                                         "of 1 or more, or max")
+    return value
+
+
+# -- the shared arguments ----------------------------------------------------------------------------
+def add_model_args(p: argparse.ArgumentParser, positional: bool = False) -> None:
+    if positional:
+        p.add_argument("model", nargs="?", metavar="MODEL",
+                       help="card name, model path or architecture (see `planner models`)")
+    p.add_argument("--model-path", "-m", metavar="MODEL",
+                   help="card name, model path (e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or architecture")
+    p.add_argument("--config", "-c", metavar="FILE",
+                   help="YAML config: an overlay on a card (`model:`) or a complete pipeline")
+    p.add_argument("--variant", metavar="V", help="card variant (default: the card's default)")
+
+
+def add_placement_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--isolate-stage", action="append", default=[], metavar="STAGE",
+                   help="run STAGE alone in a process of its own (repeatable; a role such as "
+                        "`vocoder` works too)")
+    p.add_argument("--stage-process", action="append", default=[], metavar="STAGE=PROCESS",
+                   help="place STAGE in PROCESS; repeat one PROCESS to group stages (repeatable)")
+
+
+def add_scale_args(p: argparse.ArgumentParser, cluster: bool = True) -> None:
+    p.add_argument("--replicas", type=replicas, metavar="N|max",
+                   help="pack N copies of the placement onto the cluster (max: as many as fit)")
+    if cluster:
+        p.add_argument("--cluster", metavar="FILE|ray",
+                       help="nodes to pack onto: a YAML file (nodes: [{name, gpus, cpus}]) or "
+                            "`ray` for a running Ray cluster (default: this machine)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--pack", dest="strategy", action="store_const", const="pack",
+                     help="fewest nodes and GPUs (default)")
+    how.add_argument("--spread", dest="strategy", action="store_const", const="spread",
+                     help="an even share on every node and GPU")
+    p.set_defaults(strategy="pack")
+
+
+# -- typed options -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelChoice:
+    """Which pipeline: a card (name, model path or architecture), a YAML config, a variant."""
+
+    model_path: str | None
+    config: str | None
+    variant: str | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ModelChoice:
+        return cls(args.model_path, args.config, args.variant)
+
+    def load(self):
+        from planner.cards import load_pipeline
+
+        return load_pipeline(model_path=self.model_path, config=self.config,
+                             variant=self.variant)
+
+
+@dataclass(frozen=True)
+class PlacementFlags:
+    """--isolate-stage and --stage-process as given; `requests()` parses them (request errors
+    are diagnostics of the result, not exceptions)."""
+
+    isolate: tuple[str, ...]
+    stage_process: tuple[str, ...]
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PlacementFlags:
+        return cls(tuple(args.isolate_stage), tuple(args.stage_process))
+
+    def requests(self) -> tuple[Request, ...]:
+        return from_options(self.isolate, self.stage_process)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """--replicas, --cluster and --pack/--spread."""
+
+    replicas: int | Literal["max"] | None
+    cluster: str | None
+    strategy: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Scale:
+        return cls(args.replicas, getattr(args, "cluster", None), args.strategy)
+
+    @property
+    def requested(self) -> bool:
+        return self.replicas is not None or self.cluster is not None
+
+    @property
+    def count(self) -> int | None:
+        """As `solve_replicas` takes it: a count (1 when not given), or None for max."""
+        return 1 if self.replicas is None else (None if self.replicas == "max" else self.replicas)

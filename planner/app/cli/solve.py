@@ -1,0 +1,56 @@
+"""`planner solve`: the topology a placement request produces, or every reason it cannot work."""
+
+from __future__ import annotations
+
+import argparse
+
+from planner.api import config_error_result, solve_pipeline
+from planner.app.cli.console import FORMATS, console
+from planner.app.cli.options import (
+    ModelChoice, PlacementFlags, Scale, add_model_args, add_placement_args, add_scale_args,
+)
+from planner.errors import ConfigError
+from planner.render.dicts import result_json
+from planner.render.dot import plan_dot
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "solve", help="preview the topology a placement request produces, or why it cannot work",
+        description="Apply --isolate-stage / --stage-process to the declared topology, check "
+                    "process-safe handoffs and GPU memory fractions with a constraint solver, and "
+                    "print the resulting process groups or every conflict with a hint.")
+    add_model_args(p, positional=True)
+    add_placement_args(p)
+    add_scale_args(p)
+    p.add_argument("--format", choices=FORMATS, default="table")
+
+
+def solve(model: ModelChoice, placement: PlacementFlags, scale: Scale):
+    """(pipeline or None, result): config errors are a result too, as `planner.solve` gives."""
+    try:
+        pipeline = model.load()
+        requests = placement.requests()
+        if not scale.requested:
+            return pipeline, solve_pipeline(pipeline, requests=requests)
+        from planner.api import solve_replicas
+        from planner.cluster import load_cluster
+
+        cluster = load_cluster(scale.cluster)
+    except ConfigError as err:
+        return None, config_error_result(err, model.variant)
+    return pipeline, solve_replicas(pipeline, cluster, scale.count, scale.strategy, requests)
+
+
+def run(args: argparse.Namespace) -> int:
+    pipeline, result = solve(ModelChoice.from_args(args), PlacementFlags.from_args(args),
+                             Scale.from_args(args))
+    if args.format == "json":
+        print(result_json(result))
+    elif args.format == "dot" and result.ok:
+        print(plan_dot(result.plan, pipeline))
+    else:
+        from planner.render.text import render_result
+
+        render_result(console(), result)
+    return result.exit_code
