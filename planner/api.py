@@ -106,6 +106,16 @@ def _requests(isolate_stages: Any, stage_processes: Any, requests: Any) -> tuple
                         _strings("stage_processes", stage_processes)) + typed
 
 
+def worded(diagnostic: Diagnostic) -> Diagnostic:
+    """A diagnostic's typed conflict put into sentences: the library's edge, where the values the
+    solver and the rules produce become what a person reads (`render.prose`)."""
+    from planner.render.prose import describe
+
+    prose = describe(diagnostic.conflict)
+    return dataclasses.replace(diagnostic, message=prose.message, because=prose.because,
+                               hint=prose.hint)
+
+
 def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                    stage_processes: Sequence[str] = (), requests: Sequence[Request] = ()) -> Result:
     """`solve` for an already loaded Pipeline; the request arguments are checked the same way."""
@@ -118,7 +128,7 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
     assignment, cores, truncated = model.solve_all()
 
     explainer = Explainer(problem, NearestPlacement(problem))
-    placement = [explainer.explain(core) for core in cores]
+    placement = [worded(explainer.explain(core)) for core in cores]
     diagnostics = in_report_order(parsed.diagnostics) + in_report_order(placement)
     if truncated:
         diagnostics += (Diagnostic(

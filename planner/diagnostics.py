@@ -1,5 +1,6 @@
 """Explain minimal cores as diagnostics, each by the module of the rule it breaks, and put them
-in the one report order the rule registry defines."""
+in the one report order the rule registry defines. A diagnostic leaves here as typed values (its
+conflict and fix); `planner.api`, the library's edge, words it (`render.prose`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from planner.plan import Diagnostic
 from planner.problem import Problem
 from planner.rules import BY_KIND, CODE_ORDER, REQUEST
 from planner.rules.base import Rule
-from planner.render.prose import describe
 from planner.rules.context import Explanation
 from planner.solver import Assignment
 
@@ -30,9 +30,7 @@ class Explainer:
         main = next(r for r in core if r.kind != REQUEST)
         kind = BY_KIND[main.kind]
         conflict, fix = kind.explain(self.context, main, core)
-        prose = describe(conflict)
         return Diagnostic(
-            code=conflict.code, message=prose.message, stages=conflict.stages,
+            code=conflict.code, message="", stages=conflict.stages,
             edge=getattr(conflict, "edge", None), gpu=getattr(conflict, "gpu", None),
-            because=prose.because, hint=prose.hint, fix=fix, rule=kind.statement,
-            conflict=conflict)
+            fix=fix, rule=kind.statement, conflict=conflict)
