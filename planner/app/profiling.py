@@ -21,7 +21,6 @@ per-request work (encoding the audio).
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import multiprocessing as mp
 import os
@@ -37,6 +36,7 @@ import torch
 
 import planner
 from planner import HandoffCost, Profile, StageProfile
+from planner.tune.calibration import calibrate_to_served, request_scales
 
 from planner.app.bench.machine import cpu_model, process_cpu_s
 from planner.app.bench.texts import request_texts, warmup_texts
@@ -340,12 +340,6 @@ def _handoff_cost() -> HandoffCost:
     return HandoffCost(fixed_ms=rtt / 4, copy_gbps=gbps, latency_ms=max(woken - rtt / 2, rtt) / 2)
 
 
-def _scales(cost: dict[str, list[float]], names: list[str]) -> tuple[float, ...]:
-    totals = [sum(cost[n][i] for n in names) for i in range(len(cost[names[0]]))]
-    mean = statistics.fmean(totals) or 1.0
-    return tuple(sorted(round(t / mean, 4) for t in totals))
-
-
 def _tree_cpu_s(pid: int) -> float:
     """CPU seconds used so far by `pid` and all its descendants (Linux /proc)."""
     parents: dict[int, int] = {}
@@ -421,50 +415,6 @@ def _served_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any],
             for name in after if after[name].n > before[name].n}
 
 
-def _as_served(plan: planner.Plan, stages: list[StageProfile], served_ms: Mapping[str, float],
-               handoff: HandoffCost) -> list[StageProfile]:
-    """The stages with their costs scaled to what they took served as `plan` places them: a
-    stage served shares the caches and the cores with the launcher and the other stages, and
-    runs a few percent slower than alone. Each kind of work keeps the proportions measured alone.
-
-    Only a stage that ran by itself within its process is timed fairly: one that a streaming edge
-    joins to another stage of its process, or one of parallel branches sharing a process, ran
-    beside another stage of the same request and waited for its interpreter lock (which the model
-    adds itself). Those get the factor of the others together; a factor far from 1 is not
-    believed (a cost that depends on the input more than on how it runs)."""
-    overlapping = plan.overlapping_stages()
-    chunks = {s.name: s.chunks_out for s in stages}
-    factors = {}
-    for stage in stages:
-        outgoing = [h for h in plan.handoffs if h.source == stage.name]
-        # Called once per chunk it is handed over a streaming edge, once per request otherwise.
-        calls = max([chunks.get(h.source, 1.0) for h in plan.handoffs
-                     if h.target == stage.name and h.streaming] or [1.0])
-        # what the model charges apart for handing the output on (the launcher's timing has it):
-        # each crossing (a streaming one per chunk), or each result sent to the serving process
-        emit = sum((stage.chunks_out if h.streaming else 1.0) * handoff.fixed_ms
-                   + handoff.copy_ms(stage.out_bytes) for h in outgoing if h.crosses)
-        emit += calls * handoff.fixed_ms if not outgoing else 0.0
-        if stage.name in served_ms and stage.name not in overlapping and stage.busy_ms > 0:
-            factor = (served_ms[stage.name] - emit) / stage.busy_ms
-            if SERVED_FACTOR_RANGE[0] <= factor <= SERVED_FACTOR_RANGE[1]:
-                factors[stage.name] = factor
-    # The others get the factor of the calibrated work as a whole, if it is a fair share of all
-    # the work: a tiny stage's factor says little about a big one.
-    timed = sum(s.busy_ms for s in stages if s.name in factors)
-    common = 1.0
-    if timed >= COMMON_FACTOR_SHARE * sum(s.busy_ms for s in stages):
-        common = sum(s.busy_ms * factors[s.name] for s in stages if s.name in factors) / timed
-    return [dataclasses.replace(
-        s, gil_ms=round(s.gil_ms * (f := factors.get(s.name, common)), 4),
-        native_ms=round(s.native_ms * f, 4), device_ms=round(s.device_ms * f, 4))
-        for s in stages]
-
-
-SERVED_FACTOR_RANGE = (0.8, 1.5)
-COMMON_FACTOR_SHARE = 0.25
-
-
 def _front_door(audio_ms: float, requests: int = 120) -> tuple[float, float, HandoffCost]:
     """(serving-side ms, load client ms, cross-process handoff) per request: the front door
     from a served pipeline of one stage that does nothing, the crossing from `_crossing`."""
@@ -521,7 +471,7 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
     """Profile `plan`'s stages (its declared topology is what is measured: costs are per stage).
     The stages are then timed served as `served` places them (default: as `plan` does): a
     placement that keeps stages of one request that run at once in processes of their own times
-    more of them fairly (see `_as_served`)."""
+    more of them fairly (see `planner.tune.calibration.calibrate_to_served`)."""
     torch.set_num_threads(1)  # as every worker runs
     base_rss = _rss_mib()
     stages: dict[str, Callable] = {}
@@ -589,13 +539,13 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
         progress(f"could not serve the stages ({type(exc).__name__}: {exc}); "
                  "keeping each stage's costs as measured alone")
         served_ms = {}
-    out = _as_served(serve, out, served_ms, handoff)
+    out = calibrate_to_served(serve, out, served_ms, handoff)
     return Profile(
         model=plan.model, variant=plan.variant, cores=len(os.sched_getaffinity(0)),
         cpu_model=cpu_model() or "unknown", stages=tuple(out),
         handoff=handoff, device=device,
         frontend_ms=round(frontend_ms, 4), client_ms=round(client_ms, 4),
         process_rss_mib=round(base_rss, 1), requests=requests,
-        request_scale=_scales(alone, [s.name for s in plan.stages]),
+        request_scale=request_scales(alone, [s.name for s in plan.stages]),
         switch_interval_ms=round(switch_interval_ms, 4),
         note=f"{TEXT_CHARS}-character texts, seed {seed}, torch {torch.__version__}")

@@ -14,14 +14,11 @@ from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
 from planner.render.tune import choice_dict, render_choice
 from planner.tune.choose import choose, why
 from planner.tune.model import Workload
+from planner.tune.errors import TuneError
 from planner.tune.profile import Profile
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-
-class TuneError(Exception):
-    """A tune request that cannot run; the message is one paragraph (exit 2)."""
 
 
 def workloads(args: argparse.Namespace) -> tuple[Workload, ...]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.flags import ISOLATE, command_line, flags
+from planner.tune.errors import TuneError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -102,8 +103,6 @@ def verify(args: argparse.Namespace, choice: Choice, k: int,
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     results = output / "results.json"
     if done.returncode not in (0,) and not results.exists():
-        from planner.app.tune_command import TuneError
-
         raise TuneError(f"verification could not run: planner bench exited with "
                         f"{done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
     return read_results(results, choice, picked)
