@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 import planner
-from planner.app.profiling import _as_served
+from planner.tune.calibration import calibrate_to_served as _as_served
 from planner import HandoffCost, StageProfile
 
 NO_HANDOFF = HandoffCost(fixed_ms=0.0, copy_gbps=1e9, latency_ms=0.0)
