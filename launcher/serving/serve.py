@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import json
+import os
 import signal
 import socket
 import sys
@@ -81,6 +83,14 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _write_ready(path: str, url: str, pids: Mapping[str, int]) -> None:
+    """The machine-readable ready signal: written whole (a reader never sees half of it)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"url": url, "pids": dict(pids)}, f)
+    os.replace(tmp, path)
+
+
 def _is_port(port: object) -> bool:
     return isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= 65535
 
@@ -106,10 +116,13 @@ def _cannot_listen(host: str, port: int, exc: Exception) -> str:
 def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port: int = 8000,
           device: str = "auto", *, drain_timeout: float = DRAIN_TIMEOUT_S,
           out: TextIO | None = None, err: TextIO | None = None,
-          start: Callable[[], Any] | None = None, **launch_kwargs: Any) -> int:
+          start: Callable[[], Any] | None = None, ready_file: str | None = None,
+          **launch_kwargs: Any) -> int:
     """Serve `plan` on http://host:port until SIGINT/SIGTERM; returns the process exit code.
 
-    `port=0` picks a free port (the ready line says which). `launch_kwargs` go to `launch`;
+    `port=0` picks a free port (the ready line says which, and `ready_file`, when given, is
+    written once ready: JSON with the `url` and the worker `pids`, for programs, which should not
+    parse the human line). `launch_kwargs` go to `launch`;
     `start` replaces it (e.g. `replica_set.launch_replicas`: anything with the `Deployment`
     facade), and is called only once the address is known to be free.
     """
@@ -161,6 +174,8 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
             print(f"ready: {plan.model} on http://{host}:{bound} "
                   f"({what}: {procs}; device {deployment.device}); "
                   "POST /v1/audio/speech; Ctrl-C to stop", file=out, flush=True)
+            if ready_file is not None:
+                _write_ready(ready_file, f"http://{host}:{bound}", deployment.worker_pids())
         watch, polls = WorkerWatch(), 0
         while not server.should_exit:
             if polls % 5 == 0:  # every 0.25 s: a restart takes seconds, a death is seen at once

@@ -1,14 +1,14 @@
 """One placement served over HTTP in a child process, as `planner serve` would serve it.
 
-The child re-solves the same requests (the solver is deterministic) and runs `launcher.serving.serve.serve`
-on a free port; its ready line gives the port. Run as `python -m planner.app.bench.server SPEC_JSON`.
+The child re-solves the same requests (the solver is deterministic) and runs
+`launcher.serving.serve.serve` on a free port; the ready file it writes then gives the URL. Run as
+`python -m planner.app.bench.server SPEC_JSON READY_FILE`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass
 
 import httpx
 
-READY = re.compile(r"^ready: .* on http://(?P<host>[^:\s]+):(?P<port>\d+)")
 STOP_TIMEOUT_S = 20.0
 
 
@@ -52,38 +51,33 @@ class Server:
         self.startup_timeout = startup_timeout
         self._proc: subprocess.Popen[str] | None = None
         self._stderr = tempfile.TemporaryFile(mode="w+")
-        self._ready = threading.Event()
-        self._url: str | None = None
+        self._dir = tempfile.TemporaryDirectory(prefix="planner-bench-")
+        self._ready_file = os.path.join(self._dir.name, "ready.json")
 
     def start(self) -> Started:
         t0 = time.monotonic()
         # Its own session: a Ctrl-C in the bench's terminal reaches the bench, which stops the
         # server in order, rather than every process at once.
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "planner.app.bench.server", json.dumps(asdict(self.spec))],
-            stdout=subprocess.PIPE, stderr=self._stderr, text=True, start_new_session=True,
+            [sys.executable, "-m", "planner.app.bench.server", json.dumps(asdict(self.spec)),
+             self._ready_file],
+            stdout=subprocess.DEVNULL, stderr=self._stderr, text=True, start_new_session=True,
             cwd=os.getcwd(), env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        threading.Thread(target=self._watch_stdout, daemon=True).start()
-        while not self._ready.wait(0.05):
+        waiting = threading.Event()
+        while not os.path.exists(self._ready_file):
+            waiting.wait(0.05)
             if self._proc.poll() is not None:
                 raise ServerFailed(self._failure_text())
             if time.monotonic() - t0 > self.startup_timeout:
                 raise ServerFailed(f"not ready after {self.startup_timeout:g} s. "
                                    + self._failure_text())
         startup = time.monotonic() - t0
-        assert self._url is not None
-        health = httpx.get(f"{self._url}/health", timeout=10.0)
+        with open(self._ready_file, encoding="utf-8") as f:
+            url = json.load(f)["url"]
+        health = httpx.get(f"{url}/health", timeout=10.0)
         if health.status_code != 200:
             raise ServerFailed(f"ready, but /health answered {health.status_code}: {health.text}")
-        return Started(url=self._url, pid=self._proc.pid, startup_s=startup)
-
-    def _watch_stdout(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        for line in self._proc.stdout:
-            m = READY.match(line.strip())
-            if m and not self._ready.is_set():
-                self._url = f"http://{m['host']}:{m['port']}"
-                self._ready.set()
+        return Started(url=url, pid=self._proc.pid, startup_s=startup)
 
     def _failure_text(self) -> str:
         self._stderr.seek(0)
@@ -106,9 +100,8 @@ class Server:
                 # Workers exit on their own once the supervisor's control pipes close.
                 proc.kill()
                 proc.wait(5.0)
-        if proc.stdout is not None:
-            proc.stdout.close()
         self._stderr.close()
+        self._dir.cleanup()
 
     def __enter__(self) -> Server:
         return self
@@ -117,7 +110,7 @@ class Server:
         self.stop()
 
 
-def _main(raw: str) -> int:
+def _main(raw: str, ready_file: str) -> int:
     import planner
     from launcher.serving.serve import serve
 
@@ -131,8 +124,8 @@ def _main(raw: str) -> int:
         return 2
     defaults = {"size": spec.stand_in_size} if spec.stand_in_size else {}
     return serve(result.plan, result.to_dict(), host="127.0.0.1", port=0, device=spec.device,
-                 drain_timeout=5.0, factory_defaults=defaults)
+                 drain_timeout=5.0, factory_defaults=defaults, ready_file=ready_file)
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1]))
+    sys.exit(_main(sys.argv[1], sys.argv[2]))
