@@ -159,6 +159,19 @@ def ray_auth_problem(address: str | None) -> str | None:
     return None
 
 
+def _within_limits(nodes: list[Node], source: str) -> None:
+    """A cluster Ray describes has the same size limits as a cluster file."""
+    issues = [ConfigIssue(source, n.name, f"{n.gpus} GPUs",
+                          f"at most {MAX_GPUS_PER_NODE} a node") for n in nodes
+              if n.gpus > MAX_GPUS_PER_NODE]
+    if len(nodes) > MAX_NODES or sum(n.gpus for n in nodes) > MAX_CLUSTER_GPUS:
+        issues.append(ConfigIssue(source, "", f"{len(nodes)} nodes with "
+                                  f"{sum(n.gpus for n in nodes)} GPUs",
+                                  f"at most {MAX_NODES} nodes and {MAX_CLUSTER_GPUS} GPUs"))
+    if issues:
+        raise ConfigError(issues)
+
+
 def from_ray(address: str | None = None) -> Cluster:
     try:
         import ray
@@ -192,6 +205,7 @@ def from_ray(address: str | None = None) -> Cluster:
             name = n.get("NodeName") or f"node{i}"
             nodes.append(Node(f"{name}-{n['NodeID'][:6]}", int(res.get("GPU", 0)),
                               int(res.get("CPU", 0)), ray_id=n["NodeID"]))
+        _within_limits(nodes, "ray")
         return Cluster(tuple(nodes), source="ray")
     finally:
         if started:

@@ -88,6 +88,11 @@ class Backend(Protocol):
     def where(self, process: str) -> dict[str, Any]:
         """Facts about where `process` runs, for /health (e.g. a Ray node and actor id)."""
 
+    # Optional, looked up with getattr: `alive(process) -> bool`, whether it runs now, asked
+    # from any thread (a death known before `events` reports it: /health and the router use
+    # it); `helpers() -> dict`, the backend's own helper processes for /health (the local fork
+    # server: pid, state, restarts).
+
 
 class Channel(Protocol):
     process: str  # the name of the process this channel belongs to

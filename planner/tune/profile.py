@@ -101,7 +101,7 @@ class Profile:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
         if not isinstance(data, dict):
-            raise ValueError(f"it holds {_kind(data)}, not a profile (a JSON object)")
+            raise TypeError(f"it holds {_kind(data)}, not a profile (a JSON object)")
         if data.get("format") != FORMAT:
             raise ValueError(f"profile format {data.get('format')!r}; this planner reads {FORMAT}")
         _check(data)
@@ -134,7 +134,7 @@ def _kind(value: Any) -> str:
 
 def _number(where: str, value: Any, positive: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where} is {_kind(value)}, not a number")
+        raise TypeError(f"{where} is {_kind(value)}, not a number")
     if not (0 < value if positive else 0 <= value) or not value <= MAX_VALUE:  # also NaN
         low = "above 0" if positive else "from 0"
         raise ValueError(f"{where} is {value!r}; it must be a finite number {low} up to "
@@ -143,7 +143,7 @@ def _number(where: str, value: Any, positive: bool = False) -> None:
 
 def _fields(where: str, data: Any, optional: frozenset[str] = frozenset()) -> None:
     if not isinstance(data, dict):
-        raise ValueError(f"{where} is {_kind(data)}, not an object")
+        raise TypeError(f"{where} is {_kind(data)}, not an object")
     for key, value in data.items():
         at = f"{where}.{key}" if where else str(key)
         if key in _TEXT:
@@ -157,7 +157,7 @@ def _fields(where: str, data: Any, optional: frozenset[str] = frozenset()) -> No
 
 def _check(data: dict[str, Any]) -> None:
     """Every value of a profile read from a file has the type and range the model can use; the
-    first that does not is named (a ValueError)."""
+    first that does not is named (a TypeError or ValueError: `load` says either in one line)."""
     _fields("", data)
     stages = data.get("stages")
     if not isinstance(stages, list) or not stages:

@@ -140,7 +140,7 @@ def test_chaos_killing_a_worker_the_fork_server_and_another_replicas_worker():
             http=guarded()))
         serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
         serving.start()
-        url = "http://127.0.0.1:%d" % sock.getsockname()[1]
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         try:
             wait_for(lambda: server.started, "the server")
             with HealthWatch(url) as health, Load(url) as load:

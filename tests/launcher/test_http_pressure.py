@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import time
 
 import httpx
 import pytest

@@ -155,3 +155,19 @@ def test_a_profile_out_of_bounds_is_one_paragraph_and_exit_2(tmp_path, capsys, c
     code, err = run(capsys, "tune", "qwen3-tts", "--profile", str(path), "--output",
                     str(tmp_path / "out"))
     assert code == 2 and named in err and "not a profile this planner can read" in err
+
+
+@pytest.mark.parametrize("value, named", [("0", "0 is outside 1..1000000"),
+                                          ("nan", "'nan' is not a whole number")])
+def test_serve_max_queued_is_a_whole_number_in_range(capsys, value, named):
+    code, err = run(capsys, "serve", "qwen3-tts", "--max-queued", value)
+    assert code == 2 and named in err
+
+
+def test_a_ray_cluster_has_the_limits_of_a_cluster_file():
+    from planner.cluster import Node, _within_limits
+    from planner.errors import ConfigError
+
+    _within_limits([Node("a", 8, 64)], "ray")
+    with pytest.raises(ConfigError, match="ray: a: 100 GPUs; at most 64 a node"):
+        _within_limits([Node("a", 100, 8)], "ray")
