@@ -332,7 +332,12 @@ def _tie_reason(choice: Choice, near: Sequence[int]) -> str:
         out.append(f"`{best.name}` is predicted higher than {names(lower)}, by "
                    f"{min((s0 - score(c, choice.objective)) / max(abs(s0), 1e-9) for c in lower):.1%}"
                    " or more")
-    if same:
-        out.append(f"the model predicts {names(same)} the same as `{best.name}` (within 0.1%), "
-                   f"and a fixed order puts `{best.name}` first (fewer processes, then by name)")
+    exact = [c for c in same if score(c, choice.objective) == s0]
+    hair = [c for c in same if score(c, choice.objective) != s0]
+    if hair:
+        out.append(f"{names(hair)} {'is' if len(hair) == 1 else 'are'} predicted below "
+                   f"`{best.name}` by less than 0.1%, a difference the model does not resolve")
+    if exact:
+        out.append(f"the model predicts {names(exact)} exactly the same as `{best.name}`, and a "
+                   f"fixed order puts `{best.name}` first (fewer processes, then by name)")
     return "; ".join(out)
