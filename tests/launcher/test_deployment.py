@@ -276,7 +276,9 @@ LONG = "A long request that nobody waits for any more. " * 80  # ~4,000 characte
 @pytest.mark.parametrize("split", [None, "vocoder"], ids=["one-process", "split"])
 def test_an_abandoned_request_frees_its_generator_within_one_chunk(tmp_path, how, split):
     log = tmp_path / "generator"
-    delay = 0.05
+    # Chunks long enough that the Cancel's trip (a few ms quiet, 100 ms and more with the cores
+    # shared by other work) fits within one: the test is about chunk boundaries, not speed.
+    delay = 0.3
     plan = plans.qwen3(split, generator_factory=F + "tracked_generator",
                        generator_args=(("delay", delay), ("log", str(log))))
     with launch(plan, device=DEVICE, factory_defaults=TINY) as d:
@@ -290,15 +292,14 @@ def test_an_abandoned_request_frees_its_generator_within_one_chunk(tmp_path, how
             with pytest.raises(RequestTimeout):
                 request.result(timeout=0.01)  # the caller stops waiting while audio is made
         abandoned = time.time()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while "closed" not in (text := log.read_text()):
             assert time.monotonic() < deadline, "the generator was not closed"
             time.sleep(0.01)
         late = [float(t) for kind, t in (line.split() for line in text.splitlines())
                 if kind == "chunk" and float(t) > abandoned]
         assert len(late) <= 1  # the chunk in progress at most
-        # The next request does not wait behind the abandoned one.
-        started = time.monotonic()
-        d.synthesize("Short.", timeout=30)
-        assert time.monotonic() - started < 2.0
+        # The next request does not wait behind the abandoned one (whose remaining chunks would
+        # take minutes at this pace): it is served within a bound generous for a busy machine.
+        d.synthesize("Short.", timeout=20)
         assert 'stage_planner_requests_total{outcome="cancelled"} 1' in d.metrics_text()
