@@ -3,6 +3,7 @@ accepted placement served and measured, every pick judged head to head against t
 
     python benchmarks/tune_generated.py --seeds 11,12,13            # three pipelines (~10 min)
     python benchmarks/tune_generated.py --quick                     # one 3-stage pipeline (~2 min)
+    python benchmarks/tune_generated.py --quick --near-saturation 0.9  # and an open loop
     python benchmarks/tune_generated.py --seeds 1 --dry-run         # the generated configs only
     python benchmarks/tune_generated.py --replay DIR                # re-predict a saved run
 
@@ -13,7 +14,9 @@ sizes; a chain or a branch that joins again; a streaming edge or none). For each
 1. `planner tune --config FILE --verify 99` profiles it, predicts every accepted placement at
    C=1 and C=4 and serves every one of them under the same loads in interleaved rounds;
 2. `planner tune --profile ... --concurrency C` asks for the pick at each load alone;
-3. where that pick is not the best measured, `planner bench` serves the two of them head to head
+3. with `--near-saturation F`, the same again for an open loop (Poisson arrivals) at F times the
+   best throughput measured at C=4, every placement served again with the same profile;
+4. where a pick is not the best measured, `planner bench` serves the two of them head to head
    in interleaved rounds: the best of many single measurements is biased upward on a noisy
    machine (it is the one whose noise went up), so the pick is judged against that placement
    measured again, beside the pick, not against its lucky figure.
@@ -44,6 +47,16 @@ import yaml
 import planner
 
 LOADS = (1, 4)
+Load = tuple[str, float]  # ("--concurrency", 4) or ("--rate", 40.0): as the commands take it
+
+
+def load_label(load: Load) -> str:
+    option, value = load
+    return f"C={value:g}" if option == "--concurrency" else f"{value:g} req/s"
+
+
+def load_args(loads: list[Load]) -> list[str]:
+    return [a for option, value in loads for a in (option, f"{value:g}")]
 WITHIN = 0.05  # a pick this close to the best measured counts as a hit
 KINDS = ("python", "native", "mixed")
 
@@ -134,27 +147,31 @@ def _planner(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def tune_all(cfg_path: Path, requests: int, rounds: int, out: Path) -> dict:
-    loads = [a for c in LOADS for a in ("--concurrency", str(c))]
-    done = _planner("tune", "--config", str(cfg_path), *loads, "--verify", "99", "--format",
-                    "json", "--output", str(out), "--requests", str(requests), "--rounds",
-                    str(rounds))
+def tune_all(cfg_path: Path, requests: int, rounds: int, out: Path, loads: list[Load],
+             profile: Path | None = None) -> dict:
+    """`planner tune --verify 99`: profile (unless `profile` is given), predict and serve every
+    accepted placement at each of `loads`."""
+    given = ["--profile", str(profile)] if profile is not None else []
+    done = _planner("tune", "--config", str(cfg_path), *given, *load_args(loads), "--verify",
+                    "99", "--format", "json", "--output", str(out), "--requests", str(requests),
+                    "--rounds", str(rounds))
     if done.returncode != 0:
         raise SystemExit(f"planner tune on {cfg_path} failed ({done.returncode}):\n{done.stderr}")
     return json.loads(done.stdout)
 
 
-def pick_at(cfg_path: Path, profile: Path, load: int, out: Path) -> dict:
-    """What `planner tune --concurrency C` answers with the run's profile and this load alone."""
+def pick_at(cfg_path: Path, profile: Path, load: Load, out: Path) -> dict:
+    """What `planner tune --concurrency C` (or `--rate R`) answers with the run's profile and
+    this load alone."""
     done = _planner("tune", "--config", str(cfg_path), "--profile", str(profile),
-                    "--concurrency", str(load), "--format", "json", "--output", str(out))
+                    *load_args([load]), "--format", "json", "--output", str(out))
     if done.returncode != 0:
         raise SystemExit(f"planner tune --profile failed:\n{done.stderr}")
     data = json.loads(done.stdout)
     return data["candidates"][0]
 
 
-def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: int, requests: int,
+def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: Load, requests: int,
                  rounds: int, out: Path) -> tuple[float, float]:
     """Throughput of the pick and of the best measured, served in turn in interleaved rounds by
     one `planner bench` (the declared topology is always one of its placements)."""
@@ -166,7 +183,7 @@ def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: int, re
             args += ["--placement", f"{role}={' '.join(fl)}"]
         else:
             names[role] = "declared"
-    done = _planner("bench", "--config", str(cfg_path), *args, "--concurrency", str(load),
+    done = _planner("bench", "--config", str(cfg_path), *args, *load_args([load]),
                     "--device", "cpu",
                     "--requests", str(requests), "--rounds", str(rounds), "--output", str(out))
     results = out / "results.json"
@@ -187,7 +204,7 @@ def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: int, re
 @dataclass(frozen=True)
 class Judged:
     seed: int
-    load: int
+    load: str  # "C=4", "40 req/s"
     pick: str
     best: str  # the best of the all-placements measurement
     pick_rps: float  # head to head (or the all-placements figure when the pick was the best)
@@ -246,22 +263,24 @@ def summary(judged: list[Judged], errs: list[float]) -> dict:
 
 
 def judge_one(seed: int, cfg_path: Path, answer: dict, out: Path, requests: int,
-              rounds: int) -> list[Judged]:
+              rounds: int, loads: list[Load]) -> list[Judged]:
     judged = []
-    for k, load in enumerate(LOADS):
-        pick = pick_at(cfg_path, out / "profile.json", load, out / f"pick-C{load}")
+    for k, load in enumerate(loads):
+        tag = load_label(load).replace("=", "").replace(" req/s", "rps")
+        pick = pick_at(cfg_path, out / "profile.json", load, out / f"pick-{tag}")
         measured = measured_at(answer, k)
         if not measured:
             continue
         best = max(measured, key=lambda n: (measured[n], n))
         name = label(pick["flags"])
         if name == best:
-            judged.append(Judged(seed, load, name, best, measured[best], measured[best], False))
+            judged.append(Judged(seed, load_label(load), name, best, measured[best],
+                                 measured[best], False))
             continue
         best_flags = next(c["flags"] for c in answer["candidates"] if label(c["flags"]) == best)
         p, b = head_to_head(cfg_path, pick["flags"], best_flags, load, requests, rounds,
-                            out / f"h2h-C{load}")
-        judged.append(Judged(seed, load, name, best, p, b, True))
+                            out / f"h2h-{tag}")
+        judged.append(Judged(seed, load_label(load), name, best, p, b, True))
     return judged
 
 
@@ -274,8 +293,23 @@ def machine() -> str:
             f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
+def _show(answer: dict, judged: list[Judged]) -> None:
+    for c in answer["candidates"]:
+        preds = " ".join(f"{p['throughput_rps']:7.1f}" for p in c["predicted_by_workload"])
+        meas = " ".join(f"{(m or {}).get('throughput_rps') or 0:7.1f}"
+                        for m in c.get("measured_by_workload") or [])
+        print(f"  {label(c['flags']):55.55} predicted {preds}  measured {meas}")
+    for j in judged:
+        how = "head to head" if j.head_to_head else "it measured best"
+        print(f"  {j.load}: pick {j.pick} x{j.ratio:.3f} of the best ({j.best}; {how}: "
+              f"{j.pick_rps:.1f} against {j.best_rps:.1f} req/s)", flush=True)
+
+
 def run(seeds: list[int], stages: int | None, max_placements: int, requests: int, rounds: int,
-        h2h_requests: int, h2h_rounds: int, save: Path | None) -> dict:
+        h2h_requests: int, h2h_rounds: int, save: Path | None,
+        near_saturation: float | None = None) -> dict:
+    """`near_saturation`: also an open loop at this fraction of the best throughput measured at
+    the heaviest closed loop (served again, every placement, with the same profile)."""
     work = Path(tempfile.mkdtemp(prefix="tune-generated-"))
     judged: list[Judged] = []
     errs: list[float] = []
@@ -289,19 +323,24 @@ def run(seeds: list[int], stages: int | None, max_placements: int, requests: int
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
         t0 = time.perf_counter()
         print(f"seed {seed}: {describe(cfg)} ({count_placements(cfg)} placements)", flush=True)
-        answer = tune_all(cfg_path, requests, rounds, out)
+        closed: list[Load] = [("--concurrency", c) for c in LOADS]
+        answer = tune_all(cfg_path, requests, rounds, out, closed)
         (out / "answer.json").write_text(json.dumps(answer, indent=1), encoding="utf-8")
-        mine = judge_one(seed, cfg_path, answer, out, h2h_requests, h2h_rounds)
+        mine = judge_one(seed, cfg_path, answer, out, h2h_requests, h2h_rounds, closed)
         e = errors(answer)
-        for c in answer["candidates"]:
-            preds = " ".join(f"{p['throughput_rps']:7.1f}" for p in c["predicted_by_workload"])
-            meas = " ".join(f"{(m or {}).get('throughput_rps') or 0:7.1f}"
-                            for m in c.get("measured_by_workload") or [])
-            print(f"  {label(c['flags']):55.55} predicted {preds}  measured {meas}")
-        for j in mine:
-            how = "head to head" if j.head_to_head else "it measured best"
-            print(f"  C={j.load}: pick {j.pick} x{j.ratio:.3f} of the best ({j.best}; {how}: "
-                  f"{j.pick_rps:.1f} against {j.best_rps:.1f} req/s)")
+        _show(answer, mine)
+        top = max(measured_at(answer, len(closed) - 1).values(), default=0.0)
+        if near_saturation and top:
+            rate: Load = ("--rate", round(near_saturation * top, 1))
+            print(f"  open loop at {load_label(rate)} ({near_saturation:g} of {top:.1f})")
+            opened = tune_all(cfg_path, requests, rounds, out / "open", [rate],
+                              profile=out / "profile.json")
+            (out / "answer-open.json").write_text(json.dumps(opened, indent=1),
+                                                  encoding="utf-8")
+            more = judge_one(seed, cfg_path, opened, out, h2h_requests, h2h_rounds, [rate])
+            _show(opened, more)
+            mine += more
+            e += errors(opened)
         judged += mine
         errs += e
         per_seed.append({"seed": seed, "pipeline": describe(cfg),
@@ -331,11 +370,11 @@ def replay(directory: Path) -> dict:
             new = json.loads(done.stdout)
             for k, load in enumerate(LOADS):
                 measured = measured_at(old, k)
-                pick = label(pick_at(out / "pipeline.yaml", profile, load,
+                pick = label(pick_at(out / "pipeline.yaml", profile, ("--concurrency", load),
                                      Path(tmp) / f"C{load}")["flags"])
                 best = max(measured, key=lambda n: (measured[n], n))
-                judged.append(Judged(0, load, pick, best, measured.get(pick, 0.0), measured[best],
-                                     False))
+                judged.append(Judged(0, f"C={load}", pick, best, measured.get(pick, 0.0),
+                                     measured[best], False))
                 print(f"{out.name} C={load}: pick {pick} x{judged[-1].ratio:.3f} of the best "
                       f"measured then ({best})")
         by_flags = {label(c["flags"]): c for c in old["candidates"]}
@@ -361,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--h2h-requests", type=int, default=72)
     ap.add_argument("--h2h-rounds", type=int, default=3)
+    ap.add_argument("--near-saturation", type=float, metavar="F",
+                    help="also an open loop (Poisson) at F x the best throughput measured at "
+                         "C=4, e.g. 0.9 (every placement served again at that rate)")
     ap.add_argument("--save", type=Path, help="keep every config, answer and bench here")
     ap.add_argument("--dry-run", action="store_true", help="print the generated configs only")
     ap.add_argument("--replay", type=Path, help="re-predict a --save directory instead")
@@ -382,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
             print(yaml.safe_dump(cfg, sort_keys=False))
         return 0
     run(seeds, stages, args.max_placements, args.requests, args.rounds, args.h2h_requests,
-        args.h2h_rounds, args.save)
+        args.h2h_rounds, args.save, args.near_saturation)
     return 0
 
 

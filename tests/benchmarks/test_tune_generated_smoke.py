@@ -55,10 +55,10 @@ def test_errors_and_best_measured_come_from_the_measurements():
 
 
 def test_the_summary_counts_picks_within_5_percent_of_the_best_head_to_head():
-    judged = [tg.Judged(1, 1, "a", "a", 10.0, 10.0, False),
-              tg.Judged(1, 4, "a", "b", 96.0, 100.0, True),
-              tg.Judged(2, 4, "a", "b", 80.0, 100.0, True),
-              tg.Judged(2, 1, "a", "b", 105.0, 100.0, True)]  # above the best: as good as it
+    judged = [tg.Judged(1, "C=1", "a", "a", 10.0, 10.0, False),
+              tg.Judged(1, "C=4", "a", "b", 96.0, 100.0, True),
+              tg.Judged(2, "C=4", "a", "b", 80.0, 100.0, True),
+              tg.Judged(2, "40 req/s", "a", "b", 105.0, 100.0, True)]  # above the best: as good as it
     s = tg.summary(judged, [0.05, -0.1, 0.2, 0.02])
     assert s["picks"] == 4 and s["within_5pct"] == 3 and s["share_within_5pct"] == 0.75
     assert abs(s["mean_pick_over_best"] - (1 + 0.96 + 0.8 + 1) / 4) < 1e-4
@@ -70,3 +70,10 @@ def test_the_judge_never_imports_tunes_ranking():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m and m.startswith("planner.tune") for m in imported), imported
+
+
+def test_loads_are_passed_as_the_commands_take_them():
+    assert tg.load_args([("--concurrency", 4), ("--rate", 37.5)]) == [
+        "--concurrency", "4", "--rate", "37.5"]
+    assert [tg.load_label(x) for x in [("--concurrency", 4), ("--rate", 37.5)]] == [
+        "C=4", "37.5 req/s"]
