@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing.forkserver
 import os
+import select
 import signal
 import socket
 import threading
@@ -33,11 +34,16 @@ TEXT = "Chaos is a ladder, and this sentence climbs it."
 
 
 def gone(pid: int) -> bool:
+    """Dead: its pidfd is readable (every thread has exited; /proc may show the leader as a
+    zombie a moment earlier), or there is no such process any more."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
         return True
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    finally:
+        os.close(fd)
 
 
 class Load:

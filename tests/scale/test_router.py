@@ -5,6 +5,7 @@ the requests that replica held."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 import time
@@ -22,12 +23,16 @@ TEXT = "one replica is sick, the other one is fine"
 
 
 def gone(pid: int) -> bool:
-    """Dead: no such process, or a zombie nobody reaped yet."""
+    """Dead: its pidfd is readable (every thread has exited; /proc may show the leader as a
+    zombie a moment earlier), or there is no such process any more."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
         return True
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    finally:
+        os.close(fd)
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
