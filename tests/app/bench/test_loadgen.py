@@ -29,7 +29,8 @@ from planner.app.bench.loadgen import (
 from tests.app.bench.stub_server import Reply, StubServer
 
 RATE = 24_000
-SLACK_S = 0.25  # a loaded 2-core machine may add this much; the lower bounds are exact
+EDGE_S = 0.01  # the client stamps a request sent once its write returned: a few ms late
+SLACK_S = 0.25  # a loaded 2-core machine may add this much; the lower bounds are exact to EDGE_S
 
 
 def silence(seconds: float) -> bytes:
@@ -142,8 +143,10 @@ def test_time_to_first_audio_rtf_and_stalls_against_a_paced_server():
     result = drive(Closed(1), transport)
     assert result.errors == 0 and len(result.ok) == 4
     for s in result.samples:
-        assert 0.06 <= s.ttfa_s < 0.06 + SLACK_S
-        assert 0.16 <= s.latency_s < 0.16 + SLACK_S and s.ttfa_s < s.latency_s
+        # The client's clock starts a moment before the server's sleep does: a few ms early is
+        # the measurement's edge, not an error (0.056 s for a 0.06 s pause was seen under load).
+        assert 0.06 - EDGE_S <= s.ttfa_s < 0.06 + SLACK_S
+        assert 0.16 - EDGE_S <= s.latency_s < 0.16 + SLACK_S and s.ttfa_s < s.latency_s
         assert math.isclose(s.audio_s, 0.65)
         assert s.rtf == s.latency_s / s.audio_s
         assert s.stalls == 1 and 0 < s.stall_s < 0.05 + SLACK_S
