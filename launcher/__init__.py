@@ -1,7 +1,7 @@
 """Run a planned topology: worker processes, direct shared-memory handoffs, supervision, HTTP.
 
 `launch(plan) -> Deployment` is the Python API; `launcher.serving.serve.serve(plan, ...)` adds the HTTP
-front door. The names below are imported on first use, so `import launcher.serving.metric_names` (the
+front door. The names below are imported on first use, so `import launcher.control.metric_names` (the
 bench client does) does not import torch; `planner` imports this package only lazily.
 """
 

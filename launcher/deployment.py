@@ -25,7 +25,7 @@ from typing import Any
 from planner import Plan
 
 from launcher.wire import ipc
-from launcher.serving import metrics
+from launcher.control import metrics
 from launcher.control import preflight
 from launcher.control.admission import default_max_queued, registry_size
 from launcher.audio import Audio

@@ -66,6 +66,41 @@ def _violations() -> list[str]:
     return out
 
 
+# The launcher's wings, lowest first; a module imports its own wing and lower ranks only (two
+# wings of one rank do not import each other). The basics at its root serve every wing; the
+# stage factories are loaded by name in the workers.
+WING_RANK = {"errors": 0, "audio": 0, "cancellation": 0, "wire": 1, "control": 2, "worker": 2,
+             "standins": 1, "synthetic": 2, "piper": 2, "backends": 3, "deployment": 4,
+             "serving": 5, "__init__": 6}
+
+
+def _wing(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _wing_violations() -> list[str]:
+    out = []
+    for module, path in _modules("launcher"):
+        wing = _wing(module)
+        for line, target, names in _imports(path):
+            if _floor(target) != "launcher":
+                continue
+            targets = [target] if target != "launcher" else [f"launcher.{n}" for n in names]
+            for t in targets:
+                other = _wing(t)
+                if other == wing:
+                    continue
+                if WING_RANK.get(other, 99) >= WING_RANK.get(wing, -1):
+                    out.append(f"{path.relative_to(ROOT)}:{line}: launcher.{wing} imports {t} "
+                               "(a wing imports only the wings below it)")
+    return out
+
+
+def test_each_launcher_wing_imports_only_the_wings_below_it():
+    assert _wing_violations() == []
+
+
 def test_no_floor_imports_a_floor_above_it():
     assert _violations() == []
 

@@ -1,3 +1,4 @@
-"""The control plane: the supervisor, its request table, restarts and the layout of units.
+"""The control plane: the supervisor, its request table, admission, restarts, metrics, the layout.
 
-Runs in the serving process; may import `launcher.wire` and `planner`'s public API, never a worker module."""
+Runs in the serving process; imports `wire` and the launcher's basics, never a worker, backend or
+serving module (tests/test_layering.py checks the wings' order)."""

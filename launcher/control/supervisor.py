@@ -28,7 +28,7 @@ from launcher.control.admission import Refusals
 from launcher.wire.backend import Backend, Exited, Received, Unit
 from launcher.errors import Overloaded, RequestFailed, StageFailed, Unavailable, WorkerDied
 from launcher.control.layout import Layout
-from launcher.serving.metrics import Histogram
+from launcher.control.metrics import Histogram
 from launcher.control.procs import Proc, exit_text, startup_failure
 from launcher.wire.protocol import (
     BuildError, Building, Cancel, Deliver, Free, HandedOver, PassedOn, PeerGone, Ready, Released,

@@ -1,3 +1,4 @@
-"""The front door: HTTP, metrics, admission, replicas behind one port, `serve()` until a signal.
+"""The front door: HTTP and its timeouts, replicas behind one port, `serve()` until a signal.
 
-Runs in the serving process; may import every other launcher wing and `planner`'s public API."""
+Runs in the serving process; the top wing: may import every other wing and the `Deployment`
+facade, and nothing in the launcher imports it."""

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from planner import Cluster, Packing, Plan
 
-from launcher.serving import metrics
+from launcher.control import metrics
 from launcher.audio import Audio
 from launcher.deployment import Deployment, launch
 from launcher.errors import LaunchError, Unavailable

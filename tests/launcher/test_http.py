@@ -26,7 +26,7 @@ with warnings.catch_warnings():
 
 from launcher import launch, standins
 from launcher.serving.http import MAX_INPUT_CHARS, create_app
-from launcher.serving.metric_names import REQUESTS, REQUESTS_IN_FLIGHT, total
+from launcher.control.metric_names import REQUESTS, REQUESTS_IN_FLIGHT, total
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY, pid_alive

@@ -15,7 +15,7 @@ import planner.app.bench
 names = [m.name for m in pkgutil.iter_modules(planner.app.bench.__path__, "planner.app.bench.")]
 for name in names:
     importlib.import_module(name)
-import launcher.serving.metric_names, launcher.serving.limits
+import launcher.control.metric_names, launcher.serving.limits
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "starlette", "uvicorn"))
 print(len(names), " ".join(heavy))
 """

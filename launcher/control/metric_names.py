@@ -1,5 +1,5 @@
 """The names of the Prometheus metrics a deployment exposes on /metrics, in one place: the server
-renders them (`launcher.serving.metrics`) and the bench reads them (`planner.app.bench.measure`). Importing
+renders them (`launcher.control.metrics`) and the bench reads them (`planner.app.bench.measure`). Importing
 this module imports nothing else, so the bench client can use it without torch or starlette.
 
 Counters are named without `_total`, as prometheus_client's families want them; the exposed
