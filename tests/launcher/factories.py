@@ -17,7 +17,8 @@ def paced_generator(*, delay: float = 0.05, size: str = "base", **kwargs):
 
     def run(payload):
         for chunk in inner(payload):
-            time.sleep(delay)
+            if chunk is not None:  # None is a cancellation point inside the prefill, not audio
+                time.sleep(delay)
             yield chunk
 
     return run
@@ -74,8 +75,9 @@ def tracked_generator(*, log: str, delay: float = 0.05, size: str = "base", **kw
     def run(payload):
         try:
             for chunk in inner(payload):
-                with open(log, "a") as f:
-                    f.write(f"chunk {time.time()}\n")
+                if chunk is not None:  # a cancellation point is not a chunk
+                    with open(log, "a") as f:
+                        f.write(f"chunk {time.time()}\n")
                 yield chunk
         finally:
             with open(log, "a") as f:

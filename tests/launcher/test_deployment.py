@@ -278,7 +278,7 @@ def test_an_abandoned_request_frees_its_generator_within_one_chunk(tmp_path, how
     log = tmp_path / "generator"
     # Chunks long enough that the Cancel's trip (a few ms quiet, 100 ms and more with the cores
     # shared by other work) fits within one: the test is about chunk boundaries, not speed.
-    delay = 0.3
+    delay = 0.2
     plan = plans.qwen3(split, generator_factory=F + "tracked_generator",
                        generator_args=(("delay", delay), ("log", str(log))))
     with launch(plan, device=DEVICE, factory_defaults=TINY) as d:
