@@ -40,7 +40,7 @@ from planner.tune.calibration import calibrate_to_served, request_scales
 
 from planner.app.bench.machine import cpu_model, process_cpu_s
 from planner.app.bench.texts import request_texts, warmup_texts
-from launcher.serving.metrics import rss_bytes
+from launcher.control.metrics import rss_bytes
 from launcher.worker.main import resolve_factory
 
 TEXT_CHARS = 100  # the bench's default request length
