@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from launcher.serving import metric_names
+from launcher.control import metric_names
 
 STAGE_METRIC = metric_names.STAGE_LATENCY
 REQUESTS_METRIC = metric_names.total(metric_names.REQUESTS)
