@@ -7,7 +7,9 @@
 Per request the stage spends `gil_ms` of CPU in pure Python (holding the interpreter lock),
 `native_ms` of CPU in native code that releases the lock (hashing), and `device_ms` asleep (a
 stand-in for a device), then hands on `out_bytes` of payload; with `chunks` > 1 it is a streaming
-stage that yields that many chunks, the work spread evenly. A terminal stage (`audio_ms` > 0)
+stage that yields that many chunks, the work spread evenly, or with `burst: true` all done before
+the first chunk and the chunks then yielded at once (as a model that computes a whole request in
+one call and hands it on in pieces). A terminal stage (`audio_ms` > 0)
 returns that much silence-free 24 kHz audio.
 """
 
@@ -45,7 +47,7 @@ def spin_native(ms: float) -> None:
 
 class SyntheticStage:
     def __init__(self, gil_ms: float, native_ms: float, device_ms: float, out_bytes: int,
-                 chunks: int, audio_ms: float) -> None:
+                 chunks: int, audio_ms: float, burst: bool = False) -> None:
         for name, value in (("gil_ms", gil_ms), ("native_ms", native_ms),
                             ("device_ms", device_ms), ("out_bytes", out_bytes),
                             ("audio_ms", audio_ms)):
@@ -54,13 +56,20 @@ class SyntheticStage:
         if not (isinstance(chunks, int) and chunks >= 1):
             raise ValueError(f"synthetic stage: chunks must be an integer >= 1, not {chunks!r}")
         self.gil_ms, self.native_ms, self.device_ms = gil_ms, native_ms, device_ms
+        if not isinstance(burst, bool):
+            raise ValueError(f"synthetic stage: burst must be true or false, not {burst!r}")
         self.out_bytes, self.chunks, self.audio_ms = int(out_bytes), chunks, audio_ms
+        self.burst = burst
 
-    def _piece(self, share: float) -> dict[str, Any]:
+    def _work(self, share: float) -> None:
         spin_python(self.gil_ms * share)
         spin_native(self.native_ms * share)
         if self.device_ms:
             time.sleep(self.device_ms * share / 1000.0)
+
+    def _piece(self, share: float, work: bool = True) -> dict[str, Any]:
+        if work:
+            self._work(share)
         out: dict[str, Any] = {"payload": torch.ones(int(self.out_bytes * share), dtype=torch.uint8)}
         if self.audio_ms:
             n = int(SAMPLE_RATE * self.audio_ms * share / 1000.0)
@@ -70,9 +79,17 @@ class SyntheticStage:
     def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any] | Iterator[dict[str, Any]]:
         if self.chunks == 1:
             return self._piece(1.0)
+        if self.burst:
+            return self._burst()
         return (self._piece(1.0 / self.chunks) for _ in range(self.chunks))
+
+    def _burst(self) -> Iterator[dict[str, Any]]:
+        self._work(1.0)
+        for _ in range(self.chunks):
+            yield self._piece(1.0 / self.chunks, work=False)
 
 
 def stage(*, gil_ms: float = 0.0, native_ms: float = 0.0, device_ms: float = 0.0,
-          out_bytes: int = 0, chunks: int = 1, audio_ms: float = 0.0) -> SyntheticStage:
-    return SyntheticStage(gil_ms, native_ms, device_ms, out_bytes, chunks, audio_ms)
+          out_bytes: int = 0, chunks: int = 1, audio_ms: float = 0.0,
+          burst: bool = False) -> SyntheticStage:
+    return SyntheticStage(gil_ms, native_ms, device_ms, out_bytes, chunks, audio_ms, burst)

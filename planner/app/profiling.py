@@ -13,7 +13,9 @@ costs are its own (no contention; that is what the model predicts). Per stage an
 - how much native work it does per call, between two moments it needs the lock back: a few short
   requests run again beside a thread spinning pure Python, and each time the stage needs the lock
   back it waits for the spinner's switch interval;
-- the chunks and payload bytes it hands on, and the resident memory its construction added.
+- the chunks and payload bytes it hands on, and how much of its time passed before the first of
+  several chunks came out (on the clocks of its wall time, less any wait for a core);
+- the resident memory its construction added.
 Plus the cost of a cross-process handoff (the CPU and time it adds to a request of a null pipeline
 split in two, on the launcher's own path; the copy rate), and the serving process's
 per-request work (encoding the audio).
@@ -253,6 +255,7 @@ def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
         inputs = [base] if stream is None else [{**base, **c} for c in stream]
         fn = stages[s.name]
         wall = cpu = held = 0.0
+        first: float | None = None  # its busy time (as `wall`) before its first item came out
         produced: list[dict[str, Any]] = []
         merged: dict[str, Any] = {}
         for data in inputs:
@@ -268,6 +271,8 @@ def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
                         items.append(next(it))
                     except StopIteration:
                         break
+                    if first is None:  # on the same clocks as `took` below
+                        first = wall + max(time.perf_counter() - w0 - (waited() - q0), 0.0)
             else:
                 items = [result]
             took = time.perf_counter() - w0
@@ -275,6 +280,8 @@ def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
             # What the stage took on a core of its own: less the time it waited for one (a busy
             # machine's other work), which would otherwise pass for device time.
             took = max(took - (waited() - q0), 0.0)
+            if first is None and items:  # a call returning its one item: out when it returned
+                first = wall + took
             wall += took
             if probe:
                 held += probe.held_ms(p0, probe.snapshot(), took * 1000.0)
@@ -287,12 +294,24 @@ def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
         out[s.name + ":held"].append(held)
         out[s.name + ":items"].append(float(len(produced)))
         out[s.name + ":bytes"].append(float(sum(_nbytes(p) for p in produced)))
+        if len(produced) > 1 and wall > 0 and first is not None:
+            out[s.name + ":first"].append(min(first / wall, 1.0))
         if len(produced) > 1:
             chunks[s.name] = produced
         wholes[s.name] = merged
         if "audio" in merged and not any(h.source == s.name for h in plan.handoffs):
             audio = torch.cat([p["audio"] for p in produced if "audio" in p])
     return audio
+
+
+def first_chunk_share(extra: Mapping[str, list[float]], name: str) -> float | None:
+    """The mean share of a stage's busy time per request spent before its first item came out,
+    over the requests it handed on more than one item for (None: it never did). The model spreads
+    a streaming stage's work over its chunks from this: a stage that computes a whole request and
+    then yields its chunks in a burst (near 1) holds the next stage back far longer than one that
+    streams as it computes (near 1 / chunks)."""
+    shares = extra.get(name + ":first")
+    return round(statistics.fmean(shares), 4) if shares else None
 
 
 def _pipe_child(conn) -> None:
@@ -527,7 +546,8 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
             chunks_out=round(statistics.fmean(extra[s.name + ":items"]), 3),
             out_bytes=round(statistics.fmean(extra[s.name + ":bytes"]) if successors else 0.0),
             rss_mib=round(rss[s.name], 1),
-            native_call_ms=round(call, 4) if call is not None else None))
+            native_call_ms=round(call, 4) if call is not None else None,
+            first_chunk_share=first_chunk_share(extra, s.name)))
     progress("measuring the HTTP front door")
     audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
     frontend_ms, client_ms, handoff = _front_door(audio_ms)

@@ -16,7 +16,8 @@ the very same moment: two of 452 replayed predictions moved, by 1.6% and 0.06%);
 convoy at a lock take their turns without events while nothing else is due; and one client's run
 is put together from one request per size.
 
-Assumptions (the README lists them too): costs are the profile's means, scaled per chunk; the
+Assumptions (the README lists them too): costs are the profile's means, scaled per chunk (a
+streaming stage's profiled share of its work before its first chunk, the rest spread evenly); the
 interpreter lock is handed over first come first served (CPython is close to that under load),
 and a thread that waited for it runs only after a wake-up (the profile's handoff latency: the lock
 is held, unused, until then); cores are a shared pool that the OS time-shares (below); memory
@@ -128,6 +129,7 @@ class _Stage:
     out_bytes: float
     succ: tuple[tuple[str, bool], ...]  # (successor, streaming)
     preds: int  # request-level inputs it waits for
+    first: float | None  # share of its work before its first chunk (None: 1 / chunks)
 
 
 def _stages(plan: Plan, profile: Profile) -> dict[str, _Stage]:
@@ -142,7 +144,7 @@ def _stages(plan: Plan, profile: Profile) -> dict[str, _Stage]:
         unit = s.process if not s.is_tp else f"{s.name} (tp)"  # ranks run in lock step
         out[s.name] = _Stage(s.name, unit, tuple(s.gpus), p.gil_ms, p.native_ms, p.device_ms,
                              p.call_ms, max(p.chunks_out, 1.0), p.out_bytes, tuple(succ[s.name]),
-                             preds[s.name])
+                             preds[s.name], p.first_chunk_share)
     return out
 
 
@@ -636,10 +638,11 @@ class _Run:
             t0 = self.sim.now
             whole_pieces = item.whole and streaming and s.chunks_out > 1
             pieces = _pieces(s.chunks_out) if whole_pieces else [1.0]
+            works = _work_fractions(pieces, s.first) if whole_pieces else pieces
             cost = self.scale[item.request]
-            for k, frac in enumerate(pieces):
-                share = item.share * frac
-                work = share * cost
+            for k, (frac, done) in enumerate(zip(pieces, works)):
+                share = item.share * frac  # of the request's output, handed on
+                work = item.share * done * cost  # of the stage's work, done before it
                 yield from self._work(s.process, s.gil * work + (item.recv_gil if k == 0 else 0),
                                       s.native * work, s.device * work, gpus, s.call)
                 last = k == len(pieces) - 1
@@ -794,6 +797,20 @@ def _pieces(chunks: float) -> list[float]:
     groups = MAX_PIECES - 1
     sizes = [rest // groups + (1 if i < rest % groups else 0) for i in range(groups)]
     return [1.0 / n] + [k / n for k in sizes]
+
+
+def _work_fractions(pieces: list[float], first: float | None) -> list[float]:
+    """Fractions of a streaming stage's work done for each simulated piece: `first` (the
+    profile's `first_chunk_share`) before the first chunk, the rest spread over the other pieces
+    as their chunks are; without a measured `first`, as the chunks are (`pieces`). A stage that
+    computes a whole request in one call and then hands its chunks on in a burst does nearly all
+    of its work before its first chunk: spread evenly, the next stage would start on that chunk
+    after a fraction of it (piper's acoustic stage at C=1: the model's latency 25% short)."""
+    if first is None or len(pieces) < 2:
+        return pieces
+    first = min(max(first, 0.0), 1.0)
+    rest = sum(pieces[1:])
+    return [first] + [(1.0 - first) * p / rest for p in pieces[1:]]
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -26,6 +26,11 @@ class StageProfile:
     releases the lock); `device_ms`: wall time spent neither (a device, a sleep, I/O).
     `native_call_ms`: native work per call, between two moments the thread needs the lock back to
     run the Python that makes the next call (None: not measured, DEFAULT_NATIVE_CALL_MS).
+    `first_chunk_share`: of a stage handing on several chunks per request, the fraction of its
+    per-request busy time spent before its first chunk came out (None: not measured, taken to
+    be its chunks' even share, 1 / chunks). A stage that computes the whole request in one call
+    and then hands its chunks on in a burst is near 1; one that streams as it computes, near
+    1 / chunks.
     """
 
     name: str
@@ -37,6 +42,7 @@ class StageProfile:
     rss_mib: float = 0.0  # resident memory its construction added
     cuda_mib: float | None = None
     native_call_ms: float | None = None
+    first_chunk_share: float | None = None
 
     @property
     def busy_ms(self) -> float:
@@ -163,7 +169,12 @@ def _check(data: dict[str, Any]) -> None:
     if not isinstance(stages, list) or not stages:
         raise ValueError(f"stages is {_kind(stages)}; a profile lists its stages")
     for i, stage in enumerate(stages):
-        _fields(f"stages[{i}]", stage, frozenset({"cuda_mib", "native_call_ms"}))
+        _fields(f"stages[{i}]", stage,
+                frozenset({"cuda_mib", "native_call_ms", "first_chunk_share"}))
+        share = stage.get("first_chunk_share")
+        if share is not None and not share <= 1:
+            raise ValueError(f"stages[{i}].first_chunk_share is {share!r}; it is a fraction of "
+                             "the stage's time, from 0 to 1")
     if "handoff" in data:
         _fields("handoff", data["handoff"])
     scale = data.get("request_scale")

@@ -314,3 +314,46 @@ def test_a_thread_keeps_its_core_from_its_python_to_its_native_work():
     assert os_slice_ms(1) == 0.75
     assert done["a"] == pytest.approx(3.5)
     assert done["b"] == pytest.approx(12.0)
+
+
+def streaming_pair(first_chunk_share):
+    """A stage of 40 ms of native work handing 8 chunks per request on to a 20 ms vocoder, in one
+    process, with the share of its work done before its first chunk given."""
+    cfg = {"name": "s", "stages": [
+        {"name": "gen", "process": "p", "next": "voc", "stream_to": ["voc"]},
+        {"name": "voc", "process": "p", "terminal": True}],
+        "process_safe_edges": [["gen", "voc"]]}
+    prof = Profile(model="s", variant="default", cores=2, cpu_model="t", stages=(
+        StageProfile("gen", 0.0, 40.0, 0.0, chunks_out=8, native_call_ms=40.0,
+                     first_chunk_share=first_chunk_share),
+        StageProfile("voc", 0.0, 20.0, 0.0, native_call_ms=2.5)))
+    return planner.declared_plan(planner.load(config=cfg)), prof
+
+
+def test_a_stage_that_computes_before_its_first_chunk_delays_the_next_stage_by_all_of_it():
+    one = Workload(concurrency=1)
+    plan, even = streaming_pair(None)
+    bursty = predict(plan, streaming_pair(1.0)[1], one)
+    spread = predict(plan, even, one)
+    # All its work, then the vocoder's, one after the other; spread evenly, the vocoder starts
+    # after one chunk's work and the rest overlaps on the second core.
+    assert bursty.latency_p50_ms == pytest.approx(40 + 20, rel=0.05)
+    assert spread.latency_p50_ms == pytest.approx(40 + 20 / 8, rel=0.05)
+    assert bursty.ttfa_p90_ms == pytest.approx(40 + 20 / 8, rel=0.05)
+    # Measured as its even share, it is the even case exactly.
+    assert predict(plan, streaming_pair(1 / 8)[1], one) == spread
+    # Whatever the burst, the work per request is the same: a load bound by the cores is not.
+    load = Workload(concurrency=8, requests=200)
+    assert predict(plan, streaming_pair(1.0)[1], load).throughput_rps == pytest.approx(
+        predict(plan, even, load).throughput_rps, rel=0.05)
+
+
+def test_work_fractions_keep_the_whole_and_the_chunks_handed_on():
+    from planner.tune.model import _pieces, _work_fractions
+
+    pieces = _pieces(20)  # the first chunk alone, the other 19 in 7 groups
+    assert _work_fractions(pieces, None) == pieces
+    burst = _work_fractions(pieces, 0.9)
+    assert burst[0] == 0.9 and sum(burst) == pytest.approx(1.0)
+    assert [b / 0.1 for b in burst[1:]] == pytest.approx([p / sum(pieces[1:]) for p in pieces[1:]])
+    assert _work_fractions(pieces, 1 / 20) == pytest.approx(pieces)

@@ -38,3 +38,21 @@ def test_the_call_size_is_native_time_over_the_waits_beside_a_busy_thread(
     assert _Spinner.INTERVAL == 0.0005  # the rows are worked out for a 0.5 ms interval
     got = _Spinner.call_ms(alone, contended, gil, native)
     assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_the_share_before_the_first_chunk_is_saved_and_read_and_older_profiles_lack_it(tmp_path):
+    prof = Profile(model="m", variant="default", cores=2, cpu_model="t",
+                   stages=(StageProfile("a", 1.0, 2.0, 0.0, chunks_out=8.0,
+                                        first_chunk_share=0.93),))
+    path = tmp_path / "profile.json"
+    prof.save(path)
+    assert Profile.load(path) == prof
+    data = prof.to_dict()
+    del data["stages"][0]["first_chunk_share"]  # as the previous planner wrote it
+    path.write_text(json.dumps(data))
+    assert Profile.load(path).stage("a").first_chunk_share is None
+    data["stages"][0]["first_chunk_share"] = 1.5
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"stages\[0\]\.first_chunk_share is 1\.5; it is a "
+                                         r"fraction"):
+        Profile.load(path)
