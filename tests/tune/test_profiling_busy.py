@@ -78,5 +78,7 @@ def test_a_pure_python_stage_has_no_device_time_beside_cpu_hogs(cpu_hogs):
     dev_cpu, dev_device = prof["dev"]
     # ... and yet the pure-Python stage is all CPU, the sleeping one all device time.
     assert py_device < 0.15 * py_cpu, prof
-    assert dev_device > 0.7 * (dev_cpu + dev_device), prof
+    # The sleeping stage's device time is its 8 ms sleep, not inflated by the waits for a core
+    # (its CPU, making 20 ms of audio, varies with the hogs' cache traffic: 2-4 ms were seen).
+    assert 6.0 <= dev_device <= 12.0 and dev_cpu < dev_device, prof
 
