@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import multiprocessing.forkserver
 import os
-import select
 import signal
 import socket
 import threading
@@ -26,24 +25,12 @@ from planner import Cluster, Node
 from planner.api import solve_replicas
 
 from tests.launcher.conftest import DEVICE
+from tests.processes import gone
 
 pytestmark = pytest.mark.slow
 PHASE_S = 30.0
 REQUEST_TIMEOUT_S = 20.0
 TEXT = "Chaos is a ladder, and this sentence climbs it."
-
-
-def gone(pid: int) -> bool:
-    """Dead: its pidfd is readable (every thread has exited; /proc may show the leader as a
-    zombie a moment earlier), or there is no such process any more."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], 0)[0])
-    finally:
-        os.close(fd)
 
 
 class Load:

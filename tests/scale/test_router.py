@@ -5,7 +5,6 @@ the requests that replica held."""
 from __future__ import annotations
 
 import os
-import select
 import signal
 import threading
 import time
@@ -17,22 +16,10 @@ from launcher.errors import RequestFailed
 from launcher.serving.replica_set import launch_replicas
 from planner import Cluster, Node
 from planner.api import solve_replicas
+from tests.processes import gone
 
 TINY = {"size": "tiny"}
 TEXT = "one replica is sick, the other one is fine"
-
-
-def gone(pid: int) -> bool:
-    """Dead: its pidfd is readable (every thread has exited; /proc may show the leader as a
-    zombie a moment earlier), or there is no such process any more."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], 0)[0])
-    finally:
-        os.close(fd)
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:

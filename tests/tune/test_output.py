@@ -8,10 +8,8 @@ import re
 import subprocess
 import sys
 
-import pytest
 from rich.console import Console
 
-from planner import Profile, StageProfile
 from planner.render.tune import render_choice
 from planner.tune.choose import TIE, choose, score, tie_note, why
 from planner.tune.model import Workload
@@ -115,17 +113,6 @@ def test_verify_names_candidates_by_their_flags():
     names = {bench_name(c) for c in choose(pl, prof, (Workload(concurrency=4),)).ranked}
     assert "isolate:b" in names and not any(n.startswith("tune") for n in names)
     assert all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+:@-]*", n) for n in names)
-
-
-@pytest.fixture
-def qwen3_profile(tmp_path):
-    path = tmp_path / "profile.json"
-    Profile(model="qwen3-tts", variant="default", cores=2, cpu_model="test", stages=(
-        StageProfile("preprocessing", 0.5, 0.0, 0.0),
-        StageProfile("tts_engine", 120.0, 20.0, 0.0, chunks_out=25, out_bytes=10_000),
-        StageProfile("vocoder", 30.0, 10.0, 0.0, chunks_out=25)),
-        frontend_ms=3.0, client_ms=1.5, process_rss_mib=280.0).save(path)
-    return path
 
 
 def test_an_slo_nothing_meets_names_the_load_and_the_best_p99_and_exits_1(qwen3_profile,
