@@ -77,7 +77,10 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
     py, nat, dev = (prof.stage(n) for n in ("py", "nat", "dev"))
     # Which kind of time dominates each stage (shares, not speeds: the machine may be busy).
     assert py.gil_ms > 0.7 * py.busy_ms
-    assert nat.native_ms > 0.6 * nat.busy_ms
+    # Native work is the largest part of the hashing stage (quiet: over 0.6 of it; 0.55 with two
+    # busy-looping processes beside the whole suite, load 4-8: the Python between its calls then
+    # waits longer for the lock).
+    assert nat.native_ms > max(nat.gil_ms, nat.device_ms) and nat.native_ms > 0.5 * nat.busy_ms
     assert dev.device_ms > 0.7 * dev.busy_ms
     # Half pure Python, half hashing: about half its CPU under the lock. (Counting the probe's
     # blocked wake-ups, not their time, put 0.30 here: it wakes less often while blocked.)
