@@ -168,7 +168,10 @@ def test_health_and_metrics_describe_the_running_processes():
         d.synthesize("Second request.", timeout=30)
         # The workers report their stats every interval: wait for the report of both requests
         # (on a loaded machine it can come late), not for one interval.
-        wait_for(lambda: reported(d, "tts_engine") == 2, timeout=30)
+        # Each process reports for itself: the vocoder's report (and its queue depth) may come
+        # after the pipeline's.
+        wait_for(lambda: reported(d, "tts_engine") == 2 and reported(d, "vocoder") >= 2,
+                 timeout=60)
         health = d.health()
         assert health["device"] == DEVICE
         assert [(p["name"], p["stages"], p["state"]) for p in health["processes"]] == [
