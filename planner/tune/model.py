@@ -593,6 +593,9 @@ class _Run:
         self.gil[CLIENT] = _Resource(f"interpreter lock of the {CLIENT}", 1, wake)
         self.inbox: dict[str, deque[_Item]] = {n: deque() for n in self.stages}
         self.parked: dict[str, Generator] = {}
+        # Chunks a plain (not streaming) edge holds until the request's last one: the launcher
+        # hands such an edge the complete output, every chunk at once (launcher.worker.stages).
+        self.held: dict[tuple[str, str, int], list[_Item]] = defaultdict(list)
         self.thread_busy: dict[str, float] = defaultdict(float)
         self.entry = [n for n, s in self.stages.items() if s.preds == 0]
         self.terminal = [n for n, s in self.stages.items() if not s.succ]
@@ -651,13 +654,26 @@ class _Run:
                         yield from self._handoff(s, target, _Item(item.request, share, False),
                                                  s.out_bytes * share)
                     elif last:
-                        yield from self._handoff(
-                            s, target, _Item(item.request, item.share, item.whole),
-                            s.out_bytes * item.share)
+                        for out in self._complete(name, target, st, item):
+                            yield from self._handoff(s, target, out, s.out_bytes * out.share)
                 if not s.succ:  # the result goes back to the serving process
                     yield from self._work(s.process, self.p.handoff.fixed_ms, 0.0, 0.0)
                     self._audio(item.request, share)
             self.thread_busy[name] += self.sim.now - t0
+
+    def _complete(self, name: str, target: str, streaming: bool, item: _Item) -> list[_Item]:
+        """What `name` hands `target` once it is done with `item`: the item itself, except that a
+        chunk bound for a plain edge waits for the rest of its request's chunks."""
+        out = _Item(item.request, item.share, item.whole)
+        if item.whole or streaming:
+            return [out]
+        key = (name, target, item.request)
+        held = self.held[key]
+        held.append(out)
+        if sum(i.share for i in held) < 1.0 - 1e-6:
+            return []
+        del self.held[key]
+        return held
 
     def _handoff(self, s: _Stage, target: str, item: _Item, nbytes: float) -> Generator:
         t = self.stages[target]

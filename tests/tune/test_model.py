@@ -357,3 +357,32 @@ def test_work_fractions_keep_the_whole_and_the_chunks_handed_on():
     assert burst[0] == 0.9 and sum(burst) == pytest.approx(1.0)
     assert [b / 0.1 for b in burst[1:]] == pytest.approx([p / sum(pieces[1:]) for p in pieces[1:]])
     assert _work_fractions(pieces, 1 / 20) == pytest.approx(pieces)
+
+
+def relay(mid_streams: bool):
+    """8 ms of native work streamed in 8 chunks to a 16 ms stage that runs once per chunk, whose
+    outputs go on to a 16 ms stage over a plain edge (`next` only) or a streaming one; each stage
+    in a process of its own, on 4 cores."""
+    cfg = {"name": "r", "stages": [
+        {"name": "gen", "process": "a", "next": "mid", "stream_to": ["mid"]},
+        {"name": "mid", "process": "b", "next": "voc",
+         **({"stream_to": ["voc"]} if mid_streams else {})},
+        {"name": "voc", "process": "c", "terminal": True}],
+        "process_safe_edges": [["gen", "mid"], ["mid", "voc"]]}
+    prof = Profile(model="r", variant="default", cores=4, cpu_model="t", stages=(
+        StageProfile("gen", 0.0, 8.0, 0.0, chunks_out=8, native_call_ms=1.0),
+        StageProfile("mid", 0.0, 16.0, 0.0, chunks_out=8, native_call_ms=2.0),
+        StageProfile("voc", 0.0, 16.0, 0.0, chunks_out=8, native_call_ms=2.0)),
+        handoff=HandoffCost(0.001, 50.0, 0.001))
+    return planner.declared_plan(planner.load(config=cfg)), prof
+
+
+def test_a_plain_edge_hands_on_a_chunked_output_only_once_it_is_complete():
+    one = Workload(concurrency=1)
+    held = predict(*relay(mid_streams=False), one)
+    streamed = predict(*relay(mid_streams=True), one)
+    # The launcher holds a plain edge's chunks until the request's last one: the last stage
+    # starts when the middle one is done with all eight (1 + 16 ms) and then runs its 16 ms.
+    assert held.latency_p50_ms == pytest.approx(1 + 16 + 16, rel=0.08)
+    # Streamed on, it works on each chunk as it comes and ends a chunk after the middle stage.
+    assert streamed.latency_p50_ms == pytest.approx(1 + 16 + 2, rel=0.08)
