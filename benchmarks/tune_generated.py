@@ -380,10 +380,14 @@ def replay(directory: Path) -> dict:
         by_flags = {label(c["flags"]): c for c in old["candidates"]}
         for c in new["candidates"]:
             m = by_flags.get(label(c["flags"]), {}).get("measured_by_workload") or []
+            row = []
             for p, got in zip(c["predicted_by_workload"], m):
                 if got and got.get("throughput_rps"):
                     errs.append((p["throughput_rps"] - got["throughput_rps"])
                                 / got["throughput_rps"])
+                    row.append(f"{p['throughput_rps']:6.1f} / {got['throughput_rps']:6.1f} "
+                               f"({errs[-1]:+.0%})")
+            print(f"  {label(c['flags']):<52} predicted / measured  {'   '.join(row)}")
     result = summary(judged, errs)
     print(json.dumps(result, indent=1))
     return result

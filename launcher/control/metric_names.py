@@ -7,6 +7,7 @@ series (and what a parser reports) is the name plus `_total`.
 """
 
 STAGE_LATENCY = "stage_planner_stage_latency_seconds"  # histogram, label stage
+STAGE_CORE_WAIT = "stage_planner_stage_core_wait_seconds"  # counter, label stage
 REQUEST_LATENCY = "stage_planner_request_latency_seconds"  # histogram, label model
 REQUESTS = "stage_planner_requests"  # counter, label outcome: ok | error | cancelled
 REFUSALS = "stage_planner_requests_refused"  # counter, label reason (see launcher.control.admission)

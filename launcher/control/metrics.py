@@ -76,6 +76,8 @@ class Sample:
     in_flight: int
     processes: tuple[ProcessSample, ...]
     refusals: Mapping[str, int] = field(default_factory=dict)  # reason -> requests refused
+    # stage -> seconds its thread waited for a core within its invocations (in stage_latency)
+    stage_core_wait_s: Mapping[str, float] = field(default_factory=dict)
 
 
 def render(sample: Sample, accept: str | None = None) -> tuple[str, str]:
@@ -109,6 +111,10 @@ class _Collector:
         refused = CounterMetricFamily(M.REFUSALS, "Requests refused at the door, by reason "
                                       "(queue_full: 429; restarting, not_running: 503).",
                                       labels=["reason", *extra])
+        core_wait = CounterMetricFamily(
+            M.STAGE_CORE_WAIT, "Time a stage's thread waited for a CPU core within its "
+            "invocations (part of stage_latency; high: more busy threads than cores).",
+            labels=["stage", *extra])
         in_flight = GaugeMetricFamily(M.REQUESTS_IN_FLIGHT, "Requests submitted, not finished.",
                                       labels=extra)
         depth = GaugeMetricFamily(M.QUEUE_DEPTH, "Payloads waiting in a stage's inbox.",
@@ -130,6 +136,8 @@ class _Collector:
                 stage.add_metric([name, *r], hist.cumulative(), hist.total)
             request.add_metric([s.model, *r], s.request_latency.cumulative(),
                                s.request_latency.total)
+            for name, seconds in s.stage_core_wait_s.items():
+                core_wait.add_metric([name, *r], seconds)
             for outcome, n in s.outcomes.items():
                 outcomes.add_metric([outcome, *r], n)
             for reason, n in s.refusals.items():
@@ -146,7 +154,8 @@ class _Collector:
                 size.add_metric([p.name, *r], p.shm.bytes)
                 if p.cuda_allocated is not None:
                     cuda.add_metric([p.name, str(p.gpu), *r], p.cuda_allocated)
-        yield from (stage, request, outcomes, refused, in_flight, depth, rss, restarts, blocks, size)
+        yield from (stage, core_wait, request, outcomes, refused, in_flight, depth, rss, restarts,
+                    blocks, size)
         if cuda.samples:
             yield cuda
 

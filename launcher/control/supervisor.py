@@ -85,6 +85,7 @@ class Supervisor:
         self.procs = {w.name: Proc(w, u.name) for u in layout.units for w in u.workers}
         self.table = RequestTable()
         self.stage_latency = {s: Histogram() for s in stages}
+        self.stage_core_wait_s = {s: 0.0 for s in stages}
         self.request_latency = Histogram()
         self.state = "starting"  # starting | running | draining | stopping | stopped | failed
         self.failure: str | None = None  # why it gave up
@@ -151,12 +152,14 @@ class Supervisor:
                             dict(p.depths), p.shm, p.cuda_allocated)
                 for p in self.procs.values()))
 
-    def latencies(self) -> tuple[dict[str, Histogram], Histogram, dict[str, int], Any]:
-        """Copies of (per-stage latency, request latency, outcomes, refusals) for /metrics."""
+    def latencies(self) -> tuple[dict[str, Histogram], Histogram, dict[str, int], Any,
+                                 dict[str, float]]:
+        """Copies of (per-stage latency, request latency, outcomes, refusals, per-stage wait for
+        a core) for /metrics."""
         with self.lock:
             return ({s: h.copy() for s, h in self.stage_latency.items()},
                     self.request_latency.copy(), dict(self.table.outcomes),
-                    self.refusals.snapshot())
+                    self.refusals.snapshot(), dict(self.stage_core_wait_s))
 
     def refusal_reason(self) -> str | None:
         """Why a request submitted now would be refused (an `admission.REASONS` entry), or None."""
@@ -312,10 +315,12 @@ class Supervisor:
                 state = dest.state if dest.state != "ready" else "not reachable"
                 self.finish(request_id, WorkerDied(
                     f"{dest.describe()} is {state}; cannot hand over from '{source}'"))
-            case Stats(latencies, depths, cuda_allocated, shm):
+            case Stats(latencies, depths, cuda_allocated, shm, core_wait_s):
                 with self.lock:
                     for stage, values in latencies.items():
                         self.stage_latency[stage].observe_all(values)
+                    for stage, seconds in core_wait_s.items():
+                        self.stage_core_wait_s[stage] += seconds
                     proc.depths, proc.cuda_allocated, proc.shm = dict(depths), cuda_allocated, shm
             case Started():
                 proc.started = True

@@ -40,7 +40,7 @@ import os
 import pickle
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from multiprocessing.connection import Connection
 from operator import attrgetter
 
@@ -198,6 +198,7 @@ class Stats:
     depths: Mapping[str, int]  # payloads waiting per stage inbox
     cuda_allocated: int | None
     shm: PoolUsage  # this process's shared-memory pool
+    core_wait_s: Mapping[str, float] = field(default_factory=dict)  # per stage, in `latencies`
 
 
 ToWorker = Deliver | Free | Cancel | PeerGone | Stop

@@ -141,9 +141,10 @@ class Worker:
             if self.spec.gpu is not None:
                 cuda = torch.cuda.memory_allocated(self.spec.gpu)
             depths = {name: q.qsize() for name, q in self.runner.inboxes.items()}
+            latencies, core_waits = self.runner.take_timings()
             try:
                 self.channel.to_supervisor(
-                    Stats(self.runner.take_latencies(), depths, cuda, self.pool.usage()))
+                    Stats(latencies, depths, cuda, self.pool.usage(), core_waits))
             except EOFError:
                 self.exit(3)  # the supervisor is gone
 

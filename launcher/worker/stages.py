@@ -27,6 +27,7 @@ from typing import Any
 from launcher import cancellation
 from launcher.wire import ipc
 from launcher.worker import tp
+from launcher.worker.core_wait import WaitClock
 from launcher.wire.backend import Channel, Inbox, PeerUnreachable
 from launcher.worker.holdings import Holdings, release_notes
 from launcher.worker.join import Envelope, Joiner, JoinError
@@ -46,6 +47,8 @@ class StageRunner:
             for s in spec.stages}
         self.local = {s.name for s in spec.stages}
         self.latencies: dict[str, list[float]] = {s.name: [] for s in spec.stages}
+        # Of those calls' time, how long the stage's thread waited for a core (a busy machine).
+        self.core_waits: dict[str, float] = {s.name: 0.0 for s in spec.stages}
         self.stats_lock = threading.Lock()
         self.holdings = Holdings(len(spec.stages))
         self.cancelled = self.holdings.cancelled
@@ -76,10 +79,12 @@ class StageRunner:
             return None
         return Envelope(msg.request_id, msg.source, msg.chunk, msg.last, data)
 
-    def take_latencies(self) -> dict[str, tuple[float, ...]]:
+    def take_timings(self) -> tuple[dict[str, tuple[float, ...]], dict[str, float]]:
+        """Each stage's call times since the last take, and its thread's wait for a core in them."""
         with self.stats_lock:
             lat, self.latencies = self.latencies, {s: [] for s in self.latencies}
-        return {s: tuple(v) for s, v in lat.items()}
+            waits, self.core_waits = self.core_waits, {s: 0.0 for s in self.core_waits}
+        return {s: tuple(v) for s, v in lat.items()}, waits
 
     # -- cancellation ----------------------------------------------------------------------------
     def cancel(self, request_id: int) -> None:
@@ -93,11 +98,12 @@ class StageRunner:
     def _loop(self, spec: StageSpec) -> None:
         cancellation.want_points()
         try:
-            self._run(spec)
+            with WaitClock() as waited:
+                self._run(spec, waited)
         except EOFError:
             self.orphaned()  # the supervisor is gone
 
-    def _run(self, spec: StageSpec) -> None:
+    def _run(self, spec: StageSpec, waited: WaitClock) -> None:
         inbox, joiner = self.inboxes[spec.name], Joiner(spec.name, spec.predecessors)
         tp_leader = self.spec.tp is not None
         while True:
@@ -113,7 +119,7 @@ class StageRunner:
                 continue
             try:
                 for data, chunk, last in joiner.add(env):
-                    self._invoke(spec, env.request_id, data, chunk, last)
+                    self._invoke(spec, env.request_id, data, chunk, last, waited)
             except JoinError as exc:
                 self.fail(spec.name, env.request_id, str(exc))
             # Payloads done with must not stay alive while this thread waits for the next one:
@@ -121,9 +127,9 @@ class StageRunner:
             env = data = None
 
     def _invoke(self, spec: StageSpec, request_id: int, data: dict[str, Any], chunk: int | None,
-                last: bool) -> None:
+                last: bool, waited: WaitClock) -> None:
         fn = self.stages[spec.name]
-        started = time.perf_counter()
+        started, waited0 = time.perf_counter(), waited()
         try:
             if self.spec.tp is not None:
                 tp.share_input(data)
@@ -140,6 +146,7 @@ class StageRunner:
         finally:
             with self.stats_lock:
                 self.latencies[spec.name].append(time.perf_counter() - started)
+                self.core_waits[spec.name] += waited() - waited0
 
     def _emit_stream(self, spec: StageSpec, request_id: int, data: dict[str, Any],
                      items: Iterator[Mapping[str, Any]], last: bool) -> None:

@@ -6,16 +6,14 @@ started before and killed after."""
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
-import sys
 from collections import defaultdict
 
 import pytest
 
 import planner
 from planner.app.profiling import WaitClock, _build, _run_request
+from tests.processes import cpu_hogs  # noqa: F401 - a fixture
 
 KNOWN = {"name": "known", "stages": [
     {"name": "py", "process": "p", "next": "dev", "factory": "launcher.synthetic:stage",
@@ -23,31 +21,6 @@ KNOWN = {"name": "known", "stages": [
     {"name": "dev", "process": "p", "terminal": True, "factory": "launcher.synthetic:stage",
      "args": {"device_ms": 8, "audio_ms": 20}}],
     "process_safe_edges": [["py", "dev"]]}
-
-
-@pytest.fixture
-def cpu_hogs():
-    """One busy-looping process per core, and one more, for the length of the test."""
-    n = len(os.sched_getaffinity(0)) + 1
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-    try:
-        # Wait until they are really running (each has used CPU), not for a guessed time.
-        for hog in hogs:
-            while _cpu_s(hog.pid) < 0.05:
-                assert hog.poll() is None
-                os.sched_yield()
-        yield hogs
-    finally:
-        for hog in hogs:
-            hog.kill()
-        for hog in hogs:
-            hog.wait(30)
-
-
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _profile(requests: int = 8) -> dict[str, tuple[float, float]]:
