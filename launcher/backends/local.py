@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.wire import ipc
-from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, unregister
+from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, send_frame, unregister
 from launcher.control.layout import with_fresh_rendezvous
 from launcher.backends.links import LocalChannel, remove_socket_dir
-from launcher.wire.protocol import FrameReader, Stop, ToWorker, encode, write_frame
+from launcher.wire.protocol import FrameReader, Stop, ToWorker
 from launcher.wire.specs import WorkerSpec
 
 PRELOAD = ["launcher.backends.local", "launcher.worker.main", "launcher.standins"]
@@ -177,15 +177,7 @@ class LocalBackend:
 
     def send(self, process: str, message: ToWorker) -> bool:
         handle = self._procs.get(process)
-        if handle is None:
-            return False
-        data = encode(message)
-        try:
-            with handle.lock:
-                write_frame(handle.conn, data)
-            return True
-        except (OSError, ValueError):
-            return False  # dead or closed: its exit is reported by `events`
+        return handle is not None and send_frame(handle.conn, handle.lock, message)
 
     def events(self, timeout: float) -> list[Event]:
         out: list[Event] = []

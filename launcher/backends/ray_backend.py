@@ -37,10 +37,10 @@ from planner import Cluster, Node
 
 from launcher.wire import ipc
 from launcher.backends import links
-from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, unregister
+from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, send_frame, unregister
 from launcher.errors import LaunchError
 from launcher.control.layout import with_fresh_rendezvous
-from launcher.wire.protocol import FrameReader, ToWorker, encode, write_frame
+from launcher.wire.protocol import FrameReader, ToWorker
 from launcher.backends.ray_bundles import ReplicaBundles
 from launcher.wire.specs import WorkerSpec
 
@@ -198,13 +198,7 @@ class RayBackend:
         a = self._actors.get(process)
         if a is None or a.control is None:
             return False  # not there, or not dialled back yet: it holds nothing to be told
-        data = encode(message)
-        try:
-            with a.lock:
-                write_frame(a.control, data)
-            return True
-        except (OSError, ValueError):
-            return False
+        return send_frame(a.control, a.lock, message)
 
     def events(self, timeout: float) -> list[Event]:
         out: list[Event] = []

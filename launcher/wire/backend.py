@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from launcher.wire.protocol import FromWorker, ToPeer, ToWorker, decode
+from launcher.wire.protocol import FromWorker, ToPeer, ToWorker, decode, encode, write_frame
 from launcher.wire.specs import WorkerSpec
 
 NOTES_S = 0.01  # a backend reads bookkeeping at least this often while requests flow
@@ -142,6 +142,18 @@ def unregister(selector: Any, *watched: Any) -> None:
             selector.unregister(obj)
         except (KeyError, ValueError, OSError):
             pass
+
+
+def send_frame(conn: Any, lock: Any, message: ToWorker) -> bool:
+    """`message` written to a worker's control connection, one writer at a time; False if the
+    connection is dead or closed (the worker's exit is reported by the backend's `events`)."""
+    data = encode(message)
+    try:
+        with lock:
+            write_frame(conn, data)
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def read_frames(process: str, pid: int, reader: Any, out: list[Event], drain: bool) -> bool:
