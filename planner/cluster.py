@@ -78,28 +78,28 @@ def from_dict(data: Any, source: str) -> Cluster:
             if k not in ("name", "gpus", "cpus"):
                 issues.append(ConfigIssue(source, f"{key}.{k}", "unknown key",
                                           "a node has name, gpus and (optionally) cpus"))
+        # Every field of the node is checked, so one edit fixes all of its problems.
+        before = len(issues)
         name = raw.get("name")
         if not isinstance(name, str) or not _NODE_NAME.fullmatch(name):
             issues.append(ConfigIssue(source, f"{key}.name", f"got {name!r}",
                                       "a name of letters, digits, '_', '-', '.' or ':'"))
-            continue
-        if name in seen:
+        elif name in seen:
             issues.append(ConfigIssue(source, f"{key}.name", f"node {name!r} is listed twice"))
-            continue
-        seen.add(name)
+        else:
+            seen.add(name)
         gpus, cpus = raw.get("gpus", 0), raw.get("cpus")
         if isinstance(gpus, bool) or not isinstance(gpus, int) \
                 or not 0 <= gpus <= MAX_GPUS_PER_NODE:
             issues.append(ConfigIssue(source, f"{key}.gpus", f"got {shown(gpus)}",
                                       f"a whole number from 0 to {MAX_GPUS_PER_NODE}"))
-            continue
         if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int)
                                  or not 1 <= cpus <= MAX_CPUS_PER_NODE):
             issues.append(ConfigIssue(source, f"{key}.cpus", f"got {shown(cpus)}",
                                       f"a whole number from 1 to {MAX_CPUS_PER_NODE}, or leave "
                                       "it out"))
-            continue
-        nodes.append(Node(name, gpus, cpus))
+        if len(issues) == before:
+            nodes.append(Node(name, gpus, cpus))
     if not issues and sum(n.gpus for n in nodes) > MAX_CLUSTER_GPUS:
         issues.append(ConfigIssue(source, "nodes", f"{sum(n.gpus for n in nodes)} GPUs in all",
                                   f"at most {MAX_CLUSTER_GPUS}; plan for a part of the cluster"))

@@ -199,3 +199,15 @@ def test_the_capacity_explanation_is_short_sentences_with_right_plurals():
                             "CPUs run out first (1 CPU, ") for b in d.because)
     # Short sentences: none runs on past 25 words.
     assert all(len(sentence.split()) <= 25 for b in d.because for sentence in b.split(". "))
+
+
+def test_a_cluster_file_names_every_problem_of_a_node_at_once(tmp_path):
+    bad = tmp_path / "nodes.yaml"
+    bad.write_text("nodes:\n  - {name: 'a b', gpus: -1, cpus: 0}\n  - {name: c, gpus: 2}\n")
+    with pytest.raises(ConfigError) as err:
+        load_cluster(bad)
+    text = str(err.value)
+    # The bad name did not hide the node's GPU and CPU counts (one edit fixes all three).
+    for field in ("nodes[0].name", "nodes[0].gpus", "nodes[0].cpus"):
+        assert field in text, text
+    assert "nodes[1]" not in text
