@@ -643,23 +643,40 @@ class _Run:
             pieces = _pieces(s.chunks_out) if whole_pieces else [1.0]
             works = _work_fractions(pieces, s.first) if whole_pieces else pieces
             cost = self.scale[item.request]
+            chunk = 1.0 / max(1, round(s.chunks_out))  # of the request's output
+            ahead: float | None = None  # a piece done, not yet handed on
             for k, (frac, done) in enumerate(zip(pieces, works)):
                 share = item.share * frac  # of the request's output, handed on
                 work = item.share * done * cost  # of the stage's work, done before it
-                yield from self._work(s.process, s.gil * work + (item.recv_gil if k == 0 else 0),
-                                      s.native * work, s.device * work, gpus, s.call)
-                last = k == len(pieces) - 1
-                for target, st in s.succ:
-                    if st and whole_pieces:
-                        yield from self._handoff(s, target, _Item(item.request, share, False),
-                                                 s.out_bytes * share)
-                    elif last:
-                        for out in self._complete(name, target, st, item):
-                            yield from self._handoff(s, target, out, s.out_bytes * out.share)
-                if not s.succ:  # the result goes back to the serving process
-                    yield from self._work(s.process, self.p.handoff.fixed_ms, 0.0, 0.0)
-                    self._audio(item.request, share)
+                # The launcher hands a streamed chunk on once the stage has produced the next
+                # (it looks one ahead to mark the last): the piece before goes after this one's
+                # first chunk.
+                first = work if ahead is None else work * chunk / frac
+                yield from self._work(s.process, s.gil * first + (item.recv_gil if k == 0 else 0),
+                                      s.native * first, s.device * first, gpus, s.call)
+                if ahead is not None:
+                    yield from self._emit(s, name, item, ahead, whole_pieces, False)
+                    rest = work - first
+                    yield from self._work(s.process, s.gil * rest, s.native * rest,
+                                          s.device * rest, gpus, s.call)
+                ahead = share
+            yield from self._emit(s, name, item, ahead, whole_pieces, True)
             self.thread_busy[name] += self.sim.now - t0
+
+    def _emit(self, s: _Stage, name: str, item: _Item, share: float, whole_pieces: bool,
+              last: bool) -> Generator:
+        """A piece of `item`'s output (`share` of the request's) handed on: each chunk over a
+        streaming edge, the whole once done over a plain one, the audio back to the server."""
+        for target, st in s.succ:
+            if st and whole_pieces:
+                yield from self._handoff(s, target, _Item(item.request, share, False),
+                                         s.out_bytes * share)
+            elif last:
+                for out in self._complete(name, target, st, item):
+                    yield from self._handoff(s, target, out, s.out_bytes * out.share)
+        if not s.succ:  # the result goes back to the serving process
+            yield from self._work(s.process, self.p.handoff.fixed_ms, 0.0, 0.0)
+            self._audio(item.request, share)
 
     def _complete(self, name: str, target: str, streaming: bool, item: _Item) -> list[_Item]:
         """What `name` hands `target` once it is done with `item`: the item itself, except that a
