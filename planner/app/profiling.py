@@ -246,6 +246,7 @@ def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
             cpu += time.thread_time() - c0
             # What the stage took on a core of its own: less the time it waited for one (a busy
             # machine's other work), which would otherwise pass for device time.
+            out[s.name + ":waited"].append(waited() - q0)
             took = max(took - (waited() - q0), 0.0)
             if first is None and items:  # a call returning its one item: out when it returned
                 first = wall + took
@@ -269,6 +270,15 @@ def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
         if "audio" in merged and not any(h.source == s.name for h in plan.handoffs):
             audio = torch.cat([p["audio"] for p in produced if "audio" in p])
     return audio
+
+
+def core_wait_share(*passes: tuple[Mapping[str, list[float]], Mapping[str, list[float]]]) -> float:
+    """The share of the stages' time spent waiting for a core over profiling passes, each given
+    as `_run_request` filled it: (each stage's ms on a core, what else it noted, each call's wait
+    for a core in seconds among it)."""
+    waited = sum(sum(v) for _, extra in passes for k, v in extra.items() if k.endswith(":waited"))
+    ran = sum(sum(v) for cost, _ in passes for v in cost.values()) / 1000.0
+    return waited / (waited + ran) if waited + ran > 0 else 0.0
 
 
 def first_chunk_share(extra: Mapping[str, list[float]], name: str) -> float | None:
@@ -486,9 +496,10 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
             audio_lengths.append(audio.numel() / 24.0)  # 24 kHz: samples -> ms
     progress("sampling what holds the interpreter lock")
     held: dict[str, list[float]] = defaultdict(list)
+    probed: dict[str, list[float]] = defaultdict(list)
     with _Probe() as probe:
         for text in texts:
-            _run_request(plan, stages, text, defaultdict(list), held, probe)
+            _run_request(plan, stages, text, probed, held, probe)
 
     progress("timing native calls beside a busy thread")
     switch_interval_ms = sys.getswitchinterval() * 1000.0  # the workers' (the spinner changes it)
@@ -541,4 +552,5 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
         process_rss_mib=round(base_rss, 1), requests=requests,
         request_scale=request_scales(alone, [s.name for s in plan.stages]),
         switch_interval_ms=round(switch_interval_ms, 4),
+        core_wait_share=round(core_wait_share((alone, extra), (probed, held)), 4),
         note=f"{TEXT_CHARS}-character texts, seed {seed}, torch {torch.__version__}")

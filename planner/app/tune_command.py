@@ -15,7 +15,7 @@ from planner.render.tune import choice_dict, render_choice
 from planner.tune.choose import choose, why
 from planner.tune.model import Workload
 from planner.tune.errors import TuneError
-from planner.tune.profile import Profile
+from planner.tune.profile import BUSY_SHARE, Profile
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -67,6 +67,12 @@ def _profile(args: argparse.Namespace, pipeline: planner.Pipeline, err: Console,
     output.mkdir(parents=True, exist_ok=True)
     profile.save(output / "profile.json")
     err.print(f"tune: profiled in {time.perf_counter() - t0:.1f} s -> {output / 'profile.json'}")
+    if profile.core_wait_share > BUSY_SHARE:
+        err.print(f"tune: note: the stages waited for a CPU core {profile.core_wait_share:.0%} of "
+                  "their time while profiled (other work on this machine). That wait is left "
+                  "out of their costs, but how much of each stage's CPU time holds the "
+                  "interpreter lock is less certain on a busy machine: profile again when it is "
+                  "quieter, or check the pick with --verify.")
     return profile
 
 

@@ -90,6 +90,10 @@ class Profile:
     # CPython's switch interval (`sys.getswitchinterval()`) where the stages ran: how long a thread
     # waiting for the interpreter lock lets a pure-Python holder keep it before forcing a drop.
     switch_interval_ms: float = 5.0
+    # Of the stages' time while profiled, the share they spent waiting for a CPU core (other work
+    # on the machine). It is left out of every cost, but above BUSY_SHARE the split of CPU time
+    # into lock-holding and native work is less certain: see `planner.app.profiling._Probe`.
+    core_wait_share: float = 0.0
     note: str = ""
 
     def stage(self, name: str) -> StageProfile:
@@ -124,6 +128,9 @@ class Profile:
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise ValueError(f"{path}: not a profile this planner can read ({exc}); make one with "
                              "`planner tune MODEL --output DIR` (it writes DIR/profile.json)") from None
+
+
+BUSY_SHARE = 0.1
 
 
 # Every number a profile holds is a cost, a size or a count measured on one machine: finite, not

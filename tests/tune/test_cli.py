@@ -62,6 +62,7 @@ def test_an_unreadable_profile_says_how_to_make_one(tmp_path):
 def test_profiling_tells_lock_holding_native_and_device_time_apart():
     import planner
     from planner.app.profiling import measure
+    from planner.tune.profile import BUSY_SHARE
 
     cfg = {"name": "known", "stages": [
         {"name": "py", "process": "p", "next": "nat", "factory": "launcher.synthetic:stage",
@@ -77,10 +78,14 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
     py, nat, dev = (prof.stage(n) for n in ("py", "nat", "dev"))
     # Which kind of time dominates each stage (shares, not speeds: the machine may be busy).
     assert py.gil_ms > 0.7 * py.busy_ms
-    # Native work is the largest part of the hashing stage (quiet: over 0.6 of it; 0.55 with two
-    # busy-looping processes beside the whole suite, load 4-8: the Python between its calls then
-    # waits longer for the lock).
-    assert nat.native_ms > max(nat.gil_ms, nat.device_ms)
+    # Native work is the largest part of the hashing stage (quiet: over 0.6 of it). Where the
+    # stages waited for a core more than BUSY_SHARE of their time, the profile says so rather than
+    # vouch for that split (two busy loops beside the whole suite: 0.46 native, the Python between
+    # its calls preempted while it held the lock); its device time is right either way.
+    assert nat.native_ms > nat.device_ms
+    assert 0.0 <= prof.core_wait_share < 1.0
+    if prof.core_wait_share <= BUSY_SHARE:
+        assert nat.native_ms > nat.gil_ms
     assert dev.device_ms > 0.7 * dev.busy_ms
     # Half pure Python, half hashing: about half its CPU under the lock. (Counting the probe's
     # blocked wake-ups, not their time, put 0.30 here: it wakes less often while blocked.)

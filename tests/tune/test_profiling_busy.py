@@ -13,6 +13,7 @@ import pytest
 
 import planner
 from planner.app.profiling import WaitClock, _build, _run_request
+from planner.tune.profile import BUSY_SHARE
 from tests.processes import cpu_hogs  # noqa: F401 - a fixture
 
 KNOWN = {"name": "known", "stages": [
@@ -55,3 +56,17 @@ def test_a_pure_python_stage_has_no_device_time_beside_cpu_hogs(cpu_hogs):
     # (its CPU, making 20 ms of audio, varies with the hogs' cache traffic: 2-4 ms were seen).
     assert 6.0 <= dev_device <= 12.0 and dev_cpu < dev_device, prof
 
+
+@pytest.mark.skipif(not WaitClock().known,
+                    reason="the kernel does not report a thread's wait for a core")
+def test_a_profile_taken_beside_cpu_hogs_says_how_busy_the_machine_was(cpu_hogs):
+    from planner.app.profiling import core_wait_share
+
+    plan = planner.solve(config=KNOWN).plan
+    stages = {s.name: _build(s, "cpu", {}) for s in plan.stages}
+    cost, extra = defaultdict(list), defaultdict(list)
+    for i in range(6):
+        _run_request(plan, stages, f"request {i}.", cost, extra)
+    # The hogs kept the stages off a core for a good part of their time, and the profile says so
+    # (tune then says the lock-holding split is less certain; a quiet machine stays near 0).
+    assert core_wait_share((cost, extra)) > BUSY_SHARE
