@@ -76,21 +76,25 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
         "process_safe_edges": [["py", "nat"], ["nat", "mix"], ["mix", "dev"]]}
     prof = measure(planner.solve(config=cfg).plan, requests=6, warmup=1)
     py, nat, dev = (prof.stage(n) for n in ("py", "nat", "dev"))
+    mix = prof.stage("mix")
     # Which kind of time dominates each stage (shares, not speeds: the machine may be busy).
-    assert py.gil_ms > 0.7 * py.busy_ms
-    # Native work is the largest part of the hashing stage (quiet: over 0.6 of it). Where the
-    # stages waited for a core more than BUSY_SHARE of their time, the profile says so rather than
-    # vouch for that split (two busy loops beside the whole suite: 0.46 native, the Python between
-    # its calls preempted while it held the lock); its device time is right either way.
-    assert nat.native_ms > nat.device_ms
+    # Device time against CPU time holds on any machine (a stage's wait for a core is left out)...
+    assert py.device_ms < 0.15 * py.busy_ms
+    assert nat.native_ms + nat.gil_ms > 0.85 * nat.busy_ms
+    assert dev.device_ms > 0.7 * dev.busy_ms
+    # ... the split of CPU time into lock-holding and native work only on a quiet one: where the
+    # stages waited for a core more than BUSY_SHARE of their time, the profile says so instead
+    # (beside two busy loops and the rest of the suite, the pure-Python stage came out 0.65
+    # lock-holding and the hashing stage 0.54: a stage preempted while it holds the lock).
     assert 0.0 <= prof.core_wait_share < 1.0
     if prof.core_wait_share <= BUSY_SHARE:
-        assert nat.native_ms > nat.gil_ms
-    assert dev.device_ms > 0.7 * dev.busy_ms
-    # Half pure Python, half hashing: about half its CPU under the lock. (Counting the probe's
-    # blocked wake-ups, not their time, put 0.30 here: it wakes less often while blocked.)
-    mix = prof.stage("mix")
-    assert 0.4 < mix.gil_ms / (mix.gil_ms + mix.native_ms) < 0.75
+        assert py.gil_ms > 0.7 * py.busy_ms, prof.core_wait_share
+        # Native work is the largest part of the hashing stage (quiet: over 0.6 of it).
+        assert nat.native_ms > nat.gil_ms, prof.core_wait_share
+        # Half pure Python, half hashing: about half its CPU under the lock. (Counting the
+        # probe's blocked wake-ups, not their time, put 0.30 here: it wakes less often while
+        # blocked.)
+        assert 0.4 < mix.gil_ms / (mix.gil_ms + mix.native_ms) < 0.75, prof.core_wait_share
     assert prof.frontend_ms > 0 and prof.client_ms > 0
     # The hashing stage's calls were timed beside a busy thread (their size depends on the machine).
     assert nat.native_call_ms is not None and nat.native_call_ms > 0
