@@ -78,8 +78,10 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
     py, nat, dev = (prof.stage(n) for n in ("py", "nat", "dev"))
     mix = prof.stage("mix")
     # Which kind of time dominates each stage (shares, not speeds: the machine may be busy).
-    # Device time against CPU time holds on any machine (a stage's wait for a core is left out)...
-    assert py.device_ms < 0.15 * py.busy_ms
+    # Device time against CPU time holds on any machine (a stage's wait for a core is left out;
+    # the pure-Python stage: ~0 quiet, 0.16 of it beside two busy loops and the rest of the
+    # suite, 0.58 before the wait was left out)...
+    assert py.device_ms < 0.3 * py.busy_ms
     assert nat.native_ms + nat.gil_ms > 0.85 * nat.busy_ms
     assert dev.device_ms > 0.7 * dev.busy_ms
     # ... the split of CPU time into lock-holding and native work only on a quiet one: where the
