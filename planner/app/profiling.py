@@ -246,8 +246,9 @@ def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
             cpu += time.thread_time() - c0
             # What the stage took on a core of its own: less the time it waited for one (a busy
             # machine's other work), which would otherwise pass for device time.
-            out[s.name + ":waited"].append(waited() - q0)
-            took = max(took - (waited() - q0), 0.0)
+            stalled = waited() - q0
+            out[s.name + ":waited"].append(stalled)
+            took = max(took - stalled, 0.0)
             if first is None and items:  # a call returning its one item: out when it returned
                 first = wall + took
             wall += took
