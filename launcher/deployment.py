@@ -175,12 +175,12 @@ class Deployment:
     def sample(self) -> metrics.Sample:
         """The numbers /metrics shows, taken now."""
         sup = self._supervisor
-        stage_latency, request_latency, outcomes, refusals, core_wait = sup.latencies()
-        snap = sup.snapshot()
+        counts, snap = sup.tallies(), sup.snapshot()
         return metrics.Sample(
-            model=self.plan.model, stage_latency=stage_latency, request_latency=request_latency,
-            outcomes=outcomes, refusals=refusals, in_flight=snap.in_flight,
-            stage_core_wait_s=core_wait,
+            model=self.plan.model, stage_latency=counts.stage_latency,
+            request_latency=counts.request_latency, outcomes=counts.outcomes,
+            refusals=counts.refusals, in_flight=snap.in_flight,
+            stage_core_wait_s=counts.stage_core_wait_s,
             processes=tuple(metrics.ProcessSample(
                 p.name, p.pid, p.gpu, p.restarts, dict(p.depths), p.shm, p.cuda_allocated)
                 for p in snap.processes),

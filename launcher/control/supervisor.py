@@ -73,6 +73,17 @@ class Snapshot:
     processes: tuple[ProcessView, ...]
 
 
+@dataclass(frozen=True)
+class Tallies:
+    """What /metrics counts, copied under the supervisor's lock."""
+
+    stage_latency: dict[str, Histogram]
+    request_latency: Histogram
+    outcomes: dict[str, int]
+    refusals: dict[str, int]  # by `admission.REASONS`
+    stage_core_wait_s: dict[str, float]  # seconds each stage's thread waited for a core
+
+
 class Supervisor:
     def __init__(self, layout: Layout, backend: Backend, policy: RestartPolicy, stages: list[str],
                  shm_prefix: str, max_queued: int) -> None:
@@ -152,14 +163,11 @@ class Supervisor:
                             dict(p.depths), p.shm, p.cuda_allocated)
                 for p in self.procs.values()))
 
-    def latencies(self) -> tuple[dict[str, Histogram], Histogram, dict[str, int], Any,
-                                 dict[str, float]]:
-        """Copies of (per-stage latency, request latency, outcomes, refusals, per-stage wait for
-        a core) for /metrics."""
+    def tallies(self) -> Tallies:
         with self.lock:
-            return ({s: h.copy() for s, h in self.stage_latency.items()},
-                    self.request_latency.copy(), dict(self.table.outcomes),
-                    self.refusals.snapshot(), dict(self.stage_core_wait_s))
+            return Tallies({s: h.copy() for s, h in self.stage_latency.items()},
+                           self.request_latency.copy(), dict(self.table.outcomes),
+                           self.refusals.snapshot(), dict(self.stage_core_wait_s))
 
     def refusal_reason(self) -> str | None:
         """Why a request submitted now would be refused (an `admission.REASONS` entry), or None."""
