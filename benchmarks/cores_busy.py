@@ -1,0 +1,165 @@
+"""How busy the CPUs are while a placement is served, against what `planner tune`'s model says.
+
+The model shares the cores out as one queue: a core that frees takes the next thread waiting for
+any core. Where the machine leaves a core idle while a thread waits (Linux keeps a queue per CPU,
+issue 26), the model's throughput is high by as much as the cores idle, with the CPU per request
+right. This shows that gap per placement, from numbers nothing else perturbs (/proc/stat):
+
+    python benchmarks/cores_busy.py --config pipeline.yaml --profile answer.json \\
+        --placement "" --placement "--isolate-stage s1" --concurrency 4
+    python benchmarks/cores_busy.py --pipeline lock-bound --concurrency 8 \\
+        --placement "--isolate-stage engine" --placement "--isolate-stage engine --isolate-stage out"
+
+For each placement it serves the pipeline through the launcher's Python API (C client threads in
+this process: no HTTP server and no load generator process, unlike `planner bench`), counts the
+CPU time of the whole machine over the middle of the run, and prints the throughput, the CPUs
+busy, the CPU per request, and, with `--profile` (a `planner tune` profile.json, or its
+answer.json, which carries the profile), the model's throughput and CPUs busy for the same
+placement and load. No pass/fail; a record for the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+import planner
+from launcher import launch
+from planner.tune.model import Workload, predict
+from planner.tune.profile import Profile
+
+WARMUP = 8
+
+
+def busy_cpu_seconds() -> float:
+    """CPU-seconds all CPUs have spent not idle since boot (/proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def serve(plan: planner.Plan, concurrency: int, requests: int) -> tuple[float, float]:
+    """(requests per second over the whole run, CPUs busy over its middle half)."""
+    texts = [f"request number {i} with a few words in it to say." for i in range(requests)]
+    done = 0
+    lock = threading.Lock()
+    window: dict[str, float] = {}
+    with launch(plan, device="cpu") as deployment:
+        for text in texts[:WARMUP]:
+            deployment.synthesize(text, timeout=60)
+        left = iter(texts)
+
+        def client() -> None:
+            nonlocal done
+            while True:
+                with lock:
+                    text = next(left, None)
+                if text is None:
+                    return
+                deployment.synthesize(text, timeout=120)
+                with lock:
+                    done += 1
+                    # the CPUs are read once a quarter of the requests are done and again at
+                    # three quarters: the start and the drain at the end are left out
+                    for mark, at in (("start", requests // 4), ("end", 3 * requests // 4)):
+                        if done == at:
+                            window[mark], window[mark + " cpu"] = (time.perf_counter(),
+                                                                   busy_cpu_seconds())
+
+        clients = [threading.Thread(target=client) for _ in range(concurrency)]
+        start = time.perf_counter()
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+        wall = time.perf_counter() - start
+    busy = ((window["end cpu"] - window["start cpu"]) / (window["end"] - window["start"])
+            if "end" in window else float("nan"))
+    return requests / wall, busy
+
+
+def synthetic_pipeline(name: str) -> planner.Pipeline:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tune_accuracy import EXTRA, SYNTHETIC, synthetic_config
+
+    stages = {**SYNTHETIC, **EXTRA}.get(name)
+    if stages is None:
+        raise ValueError(f"no synthetic pipeline {name!r}; there are "
+                         f"{', '.join(sorted({**SYNTHETIC, **EXTRA}))}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(synthetic_config(name, stages)), encoding="utf-8")
+        return planner.load(config=str(path))
+
+
+def read_profile(path: Path) -> Profile:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return Profile.from_dict(data.get("profile", data))  # an answer.json carries its profile
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    source = ap.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", type=Path, help="a complete pipeline config")
+    source.add_argument("--pipeline", help="a synthetic pipeline of tune_accuracy.py "
+                                           "(lock-bound, native-device, four-mixed, ...)")
+    ap.add_argument("--placement", action="append", default=None,
+                    help='flags of one placement, e.g. "--isolate-stage s1" ("" is the '
+                         "declared one); repeat to compare")
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--requests", type=int, default=600)
+    ap.add_argument("--profile", type=Path, help="also the model's figures from this profile")
+    args = ap.parse_args(argv)
+    if args.requests < 8:
+        print("error: --requests must be at least 8 (the CPUs are read between the first and "
+              "the last quarter of them)", file=sys.stderr)
+        return 2
+    try:
+        pipeline = (planner.load(config=str(args.config)) if args.config
+                    else synthetic_pipeline(args.pipeline))
+        profile = read_profile(args.profile) if args.profile else None
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    cores = os.cpu_count() or 1
+    print(f"{pipeline.name}, C={args.concurrency}, {args.requests} requests; {cores} CPUs, load "
+          f"average {os.getloadavg()[0]:.2f} at the start")
+    print(f"{'placement':44} {'req/s':>6} {'CPUs busy':>9} {'CPU ms/req':>10}"
+          + (f" {'model req/s':>11} {'CPUs busy':>9} {'error':>6}" if profile else ""))
+    for placement in args.placement or [""]:
+        flags = shlex.split(placement)
+        pairs = list(zip(flags[::2], flags[1::2]))
+        if len(flags) % 2 or any(f not in ("--isolate-stage", "--stage-process") for f, _ in pairs):
+            print(f"error: --placement {placement!r}: give --isolate-stage STAGE and "
+                  f"--stage-process STAGE=PROCESS only, each with its value", file=sys.stderr)
+            return 2
+        isolate = [v for f, v in pairs if f == "--isolate-stage"]
+        assign = [v for f, v in pairs if f == "--stage-process"]
+        result = planner.solve_pipeline(pipeline, isolate_stages=isolate, stage_processes=assign)
+        if result.plan is None:
+            print(f"error: {placement or 'declared'}: {result.diagnostics[0].message}",
+                  file=sys.stderr)
+            return 2
+        rate, busy = serve(result.plan, args.concurrency, args.requests)
+        row = f"{placement or 'declared':44} {rate:6.1f} {busy:9.2f} {1000 * busy / rate:10.1f}"
+        if profile is not None:
+            p = predict(result.plan, profile, Workload(concurrency=args.concurrency))
+            model_busy = dict(p.utilization)["cores"] * profile.cores
+            row += (f" {p.throughput_rps:11.1f} {model_busy:9.2f} "
+                    f"{p.throughput_rps / rate - 1:+6.0%}")
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
