@@ -34,8 +34,12 @@ import yaml
 
 import planner
 from launcher import launch
+from planner.errors import ConfigError
 from planner.tune.model import Workload, predict
 from planner.tune.profile import Profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tune_replay import pipeline_for
 
 WARMUP = 8
 
@@ -88,20 +92,6 @@ def serve(plan: planner.Plan, concurrency: int, requests: int) -> tuple[float, f
     return requests / wall, busy
 
 
-def synthetic_pipeline(name: str) -> planner.Pipeline:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from tune_accuracy import EXTRA, SYNTHETIC, synthetic_config
-
-    stages = {**SYNTHETIC, **EXTRA}.get(name)
-    if stages is None:
-        raise ValueError(f"no synthetic pipeline {name!r}; there are "
-                         f"{', '.join(sorted({**SYNTHETIC, **EXTRA}))}")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(synthetic_config(name, stages)), encoding="utf-8")
-        return planner.load(config=str(path))
-
-
 def read_profile(path: Path) -> Profile:
     data = json.loads(path.read_text(encoding="utf-8"))
     return Profile.from_dict(data.get("profile", data))  # an answer.json carries its profile
@@ -112,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     source = ap.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", type=Path, help="a complete pipeline config")
     source.add_argument("--pipeline", help="a synthetic pipeline of tune_accuracy.py "
-                                           "(lock-bound, native-device, four-mixed, ...)")
+                                           "(lock-bound, native-device, four-mixed, ...) or a "
+                                           "built-in card")
     ap.add_argument("--placement", action="append", default=None,
                     help='flags of one placement, e.g. "--isolate-stage s1" ("" is the '
                          "declared one); repeat to compare")
@@ -125,10 +116,11 @@ def main(argv: list[str] | None = None) -> int:
               "the last quarter of them)", file=sys.stderr)
         return 2
     try:
-        pipeline = (planner.load(config=str(args.config)) if args.config
-                    else synthetic_pipeline(args.pipeline))
+        with tempfile.TemporaryDirectory() as tmp:  # a synthetic pipeline's config, read at once
+            pipeline = (planner.load(config=str(args.config)) if args.config
+                        else pipeline_for(args.pipeline, Path(tmp)))
         profile = read_profile(args.profile) if args.profile else None
-    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     cores = os.cpu_count() or 1
@@ -137,15 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'placement':44} {'req/s':>6} {'CPUs busy':>9} {'CPU ms/req':>10}"
           + (f" {'model req/s':>11} {'CPUs busy':>9} {'error':>6}" if profile else ""))
     for placement in args.placement or [""]:
-        flags = shlex.split(placement)
-        pairs = list(zip(flags[::2], flags[1::2]))
-        if len(flags) % 2 or any(f not in ("--isolate-stage", "--stage-process") for f, _ in pairs):
-            print(f"error: --placement {placement!r}: give --isolate-stage STAGE and "
-                  f"--stage-process STAGE=PROCESS only, each with its value", file=sys.stderr)
+        try:
+            requests = planner.parse_flags(shlex.split(placement))
+        except ValueError as e:
+            print(f"error: --placement {placement!r}: {e}", file=sys.stderr)
             return 2
-        isolate = [v for f, v in pairs if f == "--isolate-stage"]
-        assign = [v for f, v in pairs if f == "--stage-process"]
-        result = planner.solve_pipeline(pipeline, isolate_stages=isolate, stage_processes=assign)
+        result = planner.solve_pipeline(pipeline, requests=requests)
         if result.plan is None:
             print(f"error: {placement or 'declared'}: {result.diagnostics[0].message}",
                   file=sys.stderr)
