@@ -55,14 +55,18 @@ def _served(plan, topology) -> tuple[list[bytes], bytes]:
         return bodies, r.content
 
 
+@pytest.fixture(scope="module")
+def served_everywhere():
+    """Every feasible placement served in turn (seconds each: its workers load the voice), once
+    for this module: the Ray backend's bytes are checked against the first one's too."""
+    return [(p.plan, *_served(p.plan, {"model": p.plan.model})) for p in _placements()]
+
+
 @needs.asr
-def test_it_speaks_with_the_same_bytes_in_every_feasible_placement():
-    placements = _placements()
-    assert {p.plan.process_count() for p in placements} == {1, 2, 3}
+def test_it_speaks_with_the_same_bytes_in_every_feasible_placement(served_everywhere):
+    assert {result.process_count() for result, _, _ in served_everywhere} == {1, 2, 3}
     first = None
-    for placement in placements:
-        result = placement.plan
-        bodies, streamed = _served(result, {"model": result.model})
+    for result, bodies, streamed in served_everywhere:
         for body in bodies:
             with wave.open(io.BytesIO(body)) as w:
                 assert w.getframerate() == 22_050 and w.getnchannels() == 1
@@ -147,11 +151,12 @@ def test_serve_without_espeak_ng_exits_2_saying_how_to_install_it():
 
 
 @pytest.mark.ray
-def test_the_ray_backend_serves_the_same_bytes_as_the_local_one():
+def test_the_ray_backend_serves_the_same_bytes_as_the_local_one(served_everywhere):
     pytest.importorskip("ray", reason="the ray extra is not installed")
     body = {"model": "piper-joe", "input": SENTENCES[2], "voice": "joe"}
-    with launch(_placements()[0].plan, device="cpu", startup_timeout=300) as d:
-        local = TestClient(create_app(d, {})).post("/v1/audio/speech", json=body).content
+    # What the first placement, served locally, answered to this very request.
+    _, local_bodies, _ = served_everywhere[0]
+    local = local_bodies[2]
     proc, port = _serve("--backend", "ray", "--isolate-stage", "vocoder")
     try:
         import httpx
