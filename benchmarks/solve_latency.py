@@ -147,7 +147,8 @@ def main() -> None:
     cmd = [sys.executable, "-m", "planner", "solve", "qwen3-tts", "--isolate-stage", "vocoder",
            "--format", "json"]
     bare = [sys.executable, "-c", "import ortools.sat.python.cp_model"]
-    rounds = 3 if args.quick else 10
+    # Quick: two rounds, each two cold starts of either (`timed` discards a first run): ~4 s.
+    rounds = 2 if args.quick else 10
     cold, floor = [], []
     for _ in range(rounds):  # interleaved, so both see the same machine
         cold += timed(lambda: subprocess.run(cmd, capture_output=True, check=True), 1)
