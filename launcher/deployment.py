@@ -18,6 +18,7 @@ import math
 import os
 import secrets
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from planner import Plan
 
 from launcher.wire import ipc
-from launcher.control import metrics
+from launcher.control import metric_names, metrics
 from launcher.control import preflight
 from launcher.control.admission import default_max_queued, registry_size
 from launcher.audio import Audio
@@ -182,9 +183,24 @@ class Deployment:
             refusals=counts.refusals, in_flight=snap.in_flight,
             stage_core_wait_s=counts.stage_core_wait_s,
             processes=tuple(metrics.ProcessSample(
-                p.name, p.pid, p.gpu, p.restarts, dict(p.depths), p.shm, p.cuda_allocated)
+                p.name, p.pid, p.gpu, p.restarts, dict(p.depths), p.shm, p.cuda_allocated,
+                p.reports)
                 for p in snap.processes),
         )
+
+    def settled_sample(self, timeout_s: float = 5.0) -> metrics.Sample:
+        """`sample`, once every stage timing the workers recorded before the call is in it (it
+        waits on their timing reports: `metric_names.timings_in`), or after `timeout_s` (a worker
+        that stopped reporting is not waited for longer)."""
+        first = {p.name: p.reports for p in self.sample().processes}
+        deadline = time.monotonic() + timeout_s
+        pause = threading.Event()
+        while True:
+            now = self.sample()
+            if (metric_names.timings_in(first, {p.name: p.reports for p in now.processes})
+                    or time.monotonic() >= deadline):
+                return now
+            pause.wait(0.05)
 
     def worker_pids(self) -> dict[str, int]:
         return {p.name: p.pid for p in self._supervisor.snapshot().processes if p.pid is not None}

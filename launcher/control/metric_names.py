@@ -6,6 +6,11 @@ Counters are named without `_total`, as prometheus_client's families want them; 
 series (and what a parser reports) is the name plus `_total`.
 """
 
+from collections.abc import Mapping
+from typing import TypeVar
+
+K = TypeVar("K")
+
 STAGE_LATENCY = "stage_planner_stage_latency_seconds"  # histogram, label stage
 STAGE_CORE_WAIT = "stage_planner_stage_core_wait_seconds"  # counter, label stage
 REQUEST_LATENCY = "stage_planner_request_latency_seconds"  # histogram, label model
@@ -15,9 +20,22 @@ REQUESTS_IN_FLIGHT = "stage_planner_requests_in_flight"  # gauge
 QUEUE_DEPTH = "stage_planner_stage_queue_depth"  # gauge, labels stage, process
 PROCESS_RSS = "stage_planner_process_rss_bytes"  # gauge, label process
 PROCESS_RESTARTS = "stage_planner_process_restarts"  # counter, label process
+PROCESS_REPORTS = "stage_planner_process_timing_reports"  # counter, label process
 SHM_BLOCKS = "stage_planner_shm_blocks"  # gauge, labels process, state: lent | free
 SHM_BYTES = "stage_planner_shm_bytes"  # gauge, label process
 CUDA_ALLOCATED = "stage_planner_cuda_allocated_bytes"  # gauge, labels process, gpu
+
+
+# A worker sends the stage timings it recorded every half second; the report that arrives first
+# after a reader looked may have been taken just before, the second was taken after. So once a
+# process's PROCESS_REPORTS is two above what it was, every timing it recorded before is counted.
+REPORTS_AFTER = 2
+
+
+def timings_in(first: Mapping[K, float], now: Mapping[K, float]) -> bool:
+    """Whether every process's timings from before `first` (each one's report count then) have
+    reached the supervisor by `now` (the counts now)."""
+    return all(now.get(key, 0) >= n + REPORTS_AFTER for key, n in first.items())
 
 
 def total(counter: str) -> str:

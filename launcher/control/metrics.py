@@ -65,6 +65,7 @@ class ProcessSample:
     depths: Mapping[str, int]  # stage -> payloads waiting
     shm: PoolUsage
     cuda_allocated: int | None
+    reports: int = 0  # timing reports received from it (launcher.control.procs.Proc.reports)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,10 @@ class _Collector:
                                 labels=["process", *extra])
         restarts = CounterMetricFamily(M.PROCESS_RESTARTS, "Restarts of a worker process.",
                                        labels=["process", *extra])
+        reports = CounterMetricFamily(
+            M.PROCESS_REPORTS, "Stage-timing reports received from a worker process (one every "
+            "half second): two more than when you looked, and every timing before is counted.",
+            labels=["process", *extra])
         blocks = GaugeMetricFamily(M.SHM_BLOCKS, "Shared-memory blocks a process sends from, by "
                                    "state (lent: a reader still views it).",
                                    labels=["process", "state", *extra])
@@ -149,13 +154,14 @@ class _Collector:
                 if (resident := rss_bytes(p.pid)) is not None:
                     rss.add_metric([p.name, *r], resident)
                 restarts.add_metric([p.name, *r], p.restarts)
+                reports.add_metric([p.name, *r], p.reports)
                 blocks.add_metric([p.name, "lent", *r], p.shm.lent)
                 blocks.add_metric([p.name, "free", *r], p.shm.free)
                 size.add_metric([p.name, *r], p.shm.bytes)
                 if p.cuda_allocated is not None:
                     cuda.add_metric([p.name, str(p.gpu), *r], p.cuda_allocated)
         yield from (stage, core_wait, request, outcomes, refused, in_flight, depth, rss, restarts,
-                    blocks, size)
+                    reports, blocks, size)
         if cuda.samples:
             yield cuda
 

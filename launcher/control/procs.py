@@ -33,6 +33,10 @@ class Proc:
     cuda_allocated: int | None = None
     shm: PoolUsage = field(default_factory=PoolUsage)
     restarts: int = 0
+    # Timing reports (`Stats`) received from its incarnations, one every STATS_INTERVAL_S: a
+    # reader of /metrics that sees this go up by two has every stage timing recorded before it
+    # first looked (the first may have been taken just before).
+    reports: int = 0
 
     @property
     def name(self) -> str:

@@ -52,6 +52,7 @@ class ProcessView:
     gpu: int | None
     memory_fraction: float | None
     restarts: int
+    reports: int  # timing reports received (see `Proc.reports`)
     death: str | None  # how its last incarnation ended
     building: str | None
     depths: Mapping[str, int]
@@ -159,7 +160,7 @@ class Supervisor:
             return Snapshot(self.state, self.failure, len(self.table), tuple(
                 ProcessView(p.name, p.pid if p.running else None, p.state,
                             tuple(s.name for s in p.spec.stages), p.spec.gpu,
-                            p.spec.memory_fraction, p.restarts, p.death, p.building,
+                            p.spec.memory_fraction, p.restarts, p.reports, p.death, p.building,
                             dict(p.depths), p.shm, p.cuda_allocated)
                 for p in self.procs.values()))
 
@@ -330,6 +331,7 @@ class Supervisor:
                     for stage, seconds in core_wait_s.items():
                         self.stage_core_wait_s[stage] += seconds
                     proc.depths, proc.cuda_allocated, proc.shm = dict(depths), cuda_allocated, shm
+                    proc.reports += 1
             case Started():
                 proc.started = True
             case Building(what):

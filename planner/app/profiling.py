@@ -398,16 +398,13 @@ def _served_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any],
     """Each stage's time per request as the launcher itself times it (its calls and their
     handoffs on), with `plan` served and driven one request at a time."""
     from launcher import launch
-    from launcher.worker.main import STATS_INTERVAL_S
 
     with launch(plan, device=device, factory_defaults=defaults) as deployment:
         deployment.synthesize(texts[0], timeout=600)  # warm up: first calls build caches
-        time.sleep(2.5 * STATS_INTERVAL_S)  # the warm-up's timings are reported, then dropped
-        before = deployment.sample()
+        before = deployment.settled_sample()  # with the warm-up's timings, then dropped
         for text in texts:
             deployment.synthesize(text, timeout=600)
-        time.sleep(2.5 * STATS_INTERVAL_S)  # every worker reports its timings
-        after = deployment.sample()
+        after = deployment.settled_sample()
     # Less each stage's wait for a core: the model shares the cores out itself, and a stage of
     # one request overlapping another (a streaming edge across processes) waited for one even
     # on a quiet 2-core machine (1.8 ms of a 7 ms stage: it was charged 26% more than it costs).

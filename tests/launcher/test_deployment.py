@@ -186,6 +186,22 @@ def test_health_and_metrics_describe_the_running_processes():
         assert 'stage_planner_stage_queue_depth{process="vocoder",stage="vocoder"} 0' in text
 
 
+def test_a_settled_sample_holds_every_timing_recorded_before_it():
+    """What `planner bench` and tune's profiling read once a load is over: it waits on the
+    workers' timing reports, so no stage timing is left behind in a worker, busy machine or not."""
+    texts = (TEXT, "Second request.", "A third one.")
+    with launch(plans.qwen3("vocoder"), device=DEVICE, factory_defaults=TINY) as d:
+        for text in texts:
+            d.synthesize(text, timeout=30)
+        sample = d.settled_sample(timeout_s=60)
+        text = d.metrics_text()
+    for stage in ("preprocessing", "tts_engine"):
+        assert sample.stage_latency[stage].n == len(texts), stage
+    assert sample.stage_latency["vocoder"].n >= len(texts)  # streamed: a call per chunk
+    assert all(p.reports >= 2 for p in sample.processes)
+    assert 'stage_planner_process_timing_reports_total{process="vocoder"}' in text
+
+
 def shm_blocks(d, process):
     """(lent, free) blocks of `process`'s pool, from the metrics."""
     text = d.metrics_text()

@@ -16,9 +16,12 @@ from launcher.control import metric_names
 STAGE_METRIC = metric_names.STAGE_LATENCY
 REQUESTS_METRIC = metric_names.total(metric_names.REQUESTS)
 CUDA_METRIC = metric_names.CUDA_ALLOCATED
-# Workers report stage timings every 0.5 s (launcher.worker.main.STATS_INTERVAL_S); waiting a little
-# longer than that between scrapes lets the last batch arrive.
-FLUSH_WAIT_S = 0.6
+REPORTS_METRIC = metric_names.total(metric_names.PROCESS_REPORTS)
+# Workers report their stage timings every 0.5 s (launcher.worker.main.STATS_INTERVAL_S): two
+# reports come within a second; a worker that stopped reporting (dead, restarting) is not waited
+# for longer than this.
+SETTLE_TIMEOUT_S = 5.0
+POLL_S = 0.05
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -41,18 +44,23 @@ def scrape(url: str) -> Series:
     return parse_metrics(r.text)
 
 
-def settled_metrics(url: str, tries: int = 6) -> Series:
-    """Metrics once the workers' last timing reports have reached the supervisor."""
-    time.sleep(FLUSH_WAIT_S)
-    last = scrape(url)
-    for _ in range(tries):
-        time.sleep(FLUSH_WAIT_S)
+def settled_metrics(url: str, timeout_s: float = SETTLE_TIMEOUT_S) -> Series:
+    """Metrics once every worker's stage timings recorded before the call have reached the
+    supervisor (`metric_names.timings_in`: on its reports, not on a fixed wait), or after
+    `timeout_s`."""
+    first = _reports(scrape(url))
+    deadline = time.monotonic() + timeout_s
+    pause = threading.Event()
+    while True:
         now = scrape(url)
-        if _by_label(now, f"{STAGE_METRIC}_count", "stage") == \
-                _by_label(last, f"{STAGE_METRIC}_count", "stage"):
+        if metric_names.timings_in(first, _reports(now)) or time.monotonic() >= deadline:
             return now
-        last = now
-    return last
+        pause.wait(POLL_S)
+
+
+def _reports(series: Series) -> dict[frozenset[tuple[str, str]], float]:
+    """Each process's report count, by its labels (a replica's processes share names)."""
+    return {labels: v for (name, labels), v in series.items() if name == REPORTS_METRIC}
 
 
 @dataclass(frozen=True)

@@ -185,3 +185,14 @@ def test_stage_profile_is_time_per_finished_request():
     prof = {s.stage: s for s in stage_profile(before, after, {"a": "p", "b": "q"})}
     assert math.isclose(prof["a"].per_request_s, 0.5) and prof["a"].invocations == 4
     assert math.isclose(prof["b"].per_request_s, 0.2) and prof["b"].process == "q"
+
+
+def test_timings_are_in_once_every_process_reported_twice_since():
+    from launcher.control.metric_names import timings_in
+
+    first = {"pipeline": 3.0, "vocoder": 1.0}
+    # The first report after a look may have been taken before it: not yet.
+    assert not timings_in(first, {"pipeline": 5.0, "vocoder": 2.0})
+    assert timings_in(first, {"pipeline": 5.0, "vocoder": 3.0})
+    assert not timings_in(first, {"pipeline": 9.0})  # the vocoder has not reported since
+    assert timings_in({}, {"pipeline": 0.0})  # no worker had reported: nothing to wait for
