@@ -6,6 +6,7 @@ accepted placement served and measured, every pick judged head to head against t
     python benchmarks/tune_generated.py --quick --near-saturation 0.9  # and an open loop
     python benchmarks/tune_generated.py --seeds 1 --dry-run         # the generated configs only
     python benchmarks/tune_generated.py --replay DIR                # re-predict a saved run
+    python benchmarks/tune_generated.py --rejudge DIR --save NEW --h2h-rounds 12  # judge again
 
 Each seed gives one complete pipeline config (3-5 synthetic stages, `launcher.synthetic:stage`:
 pure-Python, native (hashing, which releases the interpreter lock) and mixed costs of unequal
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import random
 import signal
@@ -175,6 +177,15 @@ def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: Load, r
                  rounds: int, out: Path) -> tuple[float, float]:
     """Throughput of the pick and of the best measured, served in turn in interleaved rounds by
     one `planner bench` (the declared topology is always one of its placements)."""
+    pick_rps, best_rps, _ = head_to_head_rounds(cfg_path, pick, best, load, requests, rounds, out)
+    return pick_rps, best_rps
+
+
+def head_to_head_rounds(cfg_path: Path, pick: list[str], best: list[str], load: Load,
+                        requests: int, rounds: int, out: Path
+                        ) -> tuple[float, float, list[tuple[float, float]]]:
+    """`head_to_head`, and each round's pair of throughputs (pick, best): the rounds alternate
+    the two placements, so a pair saw the same stretch of the machine's time."""
     names = {}
     args = []
     for role, fl in (("pick", pick), ("best", best)):
@@ -195,9 +206,31 @@ def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: Load, r
     for run in data["runs"]:
         load_ = run.get("load", run)
         got[run["placement"]] = load_.get("throughput_rps") or 0.0
-    pick_rps = got[names["pick"] if names["pick"] != "declared" else base]
-    best_rps = got[names["best"] if names["best"] != "declared" else base]
-    return pick_rps, best_rps
+    per_round = {}
+    for run in data["runs"]:
+        per_round[run["placement"]] = run.get("round_throughput_rps") or []
+    pick_name = names["pick"] if names["pick"] != "declared" else base
+    best_name = names["best"] if names["best"] != "declared" else base
+    pairs = list(zip(per_round.get(pick_name, []), per_round.get(best_name, [])))
+    return got[pick_name], got[best_name], pairs
+
+
+# Student's t at 0.95 (a two-sided 90% interval) by degrees of freedom; between two entries the
+# lower one's, which is the wider interval.
+_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860,
+        9: 1.833, 10: 1.812, 11: 1.796, 12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697}
+
+
+def ratio_interval(pairs: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """A 90% interval for the pick over the best from the paired rounds' ratios (Student's t on
+    their logarithms): how far the judge itself can be off. None with fewer than two rounds."""
+    logs = [math.log(p / b) for p, b in pairs if p > 0 and b > 0]
+    if len(logs) < 2:
+        return None
+    mid, sd = statistics.fmean(logs), statistics.stdev(logs)
+    t = _T95[max(df for df in _T95 if df <= len(logs) - 1)]
+    half = t * sd / math.sqrt(len(logs))
+    return math.exp(mid - half), math.exp(mid + half)
 
 
 # -- the judge: measurements only ------------------------------------------------------------------
@@ -393,6 +426,48 @@ def replay(directory: Path) -> dict:
     return result
 
 
+def rejudge(directory: Path, save: Path, requests: int, rounds: int) -> dict:
+    """Judge a saved run's picks again, head to head with `rounds` interleaved rounds: every pick
+    that was judged head to head, whichever way it came out, so that the new figures are not
+    chosen by the old ones. Prints each pick's old and new ratio and the new ratio's 90% interval
+    from its paired rounds."""
+    old = json.loads((directory / "summary.json").read_text())
+    judged, rows = [], []
+    for entry in old["per_seed"]:
+        src = directory / f"generated-{entry['seed']}"
+        for j in entry["judged"]:
+            if not j["head_to_head"]:
+                judged.append(Judged(**{k: j[k] for k in Judged.__dataclass_fields__}))
+                continue
+            load: Load = ("--concurrency", float(j["load"].removeprefix("C=")))
+            flags = {k: [] if j[k] == "declared" else j[k].split() for k in ("pick", "best")}
+            out = save / src.name / f"h2h-{j['load'].replace('=', '')}"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            p, b, pairs = head_to_head_rounds(src / "pipeline.yaml", flags["pick"],
+                                              flags["best"], load, requests, rounds, out)
+            new = Judged(entry["seed"], j["load"], j["pick"], j["best"], p, b, True)
+            judged.append(new)
+            band = ratio_interval(pairs)
+            rows.append({"seed": entry["seed"], "load": j["load"], "pick": j["pick"],
+                         "best": j["best"], "old_ratio": j["ratio"],
+                         "pick_rps": round(p, 2), "best_rps": round(b, 2),
+                         "new_ratio": round(new.ratio, 4), "pick_over_best": round(p / b, 4),
+                         "interval_90": [round(x, 3) for x in band] if band else None,
+                         "rounds": [[round(x, 2), round(y, 2)] for x, y in pairs]})
+            shown = f"{band[0]:.3f}-{band[1]:.3f}" if band else "n/a"
+            print(f"generated-{entry['seed']} {j['load']}: {j['pick']} against {j['best']}: "
+                  f"x{j['ratio']:.3f} then, now {p:.1f} against {b:.1f} req/s = "
+                  f"x{p / b:.3f} (90% interval {shown}; {machine()})", flush=True)
+    result = {"rejudged": str(directory.name), "requests": requests, "rounds": rounds,
+              "machine_at_end": machine(),
+              **{k: v for k, v in summary(judged, []).items() if "error" not in k},
+              "lowest": round(min(j.ratio for j in judged), 4) if judged else None,
+              "pairs": rows}
+    print(json.dumps({k: v for k, v in result.items() if k != "pairs"}, indent=1))
+    (save / "rejudge.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="11,12,13", help="comma-separated generator seeds")
@@ -413,7 +488,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", type=Path, help="keep every config, answer and bench here")
     ap.add_argument("--dry-run", action="store_true", help="print the generated configs only")
     ap.add_argument("--replay", type=Path, help="re-predict a --save directory instead")
+    ap.add_argument("--rejudge", type=Path, metavar="DIR",
+                    help="judge a --save directory's head-to-head picks again (all of them) with "
+                         "--h2h-requests and --h2h-rounds, into --save")
     args = ap.parse_args(argv)
+    if args.rejudge:
+        if args.save is None:
+            ap.error("--rejudge needs --save DIR for the new head-to-head runs")
+        args.save.mkdir(parents=True, exist_ok=True)
+        rejudge(args.rejudge, args.save, args.h2h_requests, args.h2h_rounds)
+        return 0
     if args.replay:
         replay(args.replay)
         return 0

@@ -77,3 +77,13 @@ def test_loads_are_passed_as_the_commands_take_them():
         "--concurrency", "4", "--rate", "37.5"]
     assert [tg.load_label(x) for x in [("--concurrency", 4), ("--rate", 37.5)]] == [
         "C=4", "37.5 req/s"]
+
+
+def test_the_judges_interval_is_tight_for_steady_rounds_and_wide_for_noisy_ones():
+    steady = [(36.0 * k, 40.0 * k) for k in (0.9, 1.0, 1.1, 0.95)]  # x0.9 in every round
+    low, high = tg.ratio_interval(steady)
+    assert 0.899 < low <= 0.9 <= high < 0.901
+    noisy = [(32.0, 40.0), (44.0, 40.0), (30.0, 40.0), (46.0, 40.0)]
+    low, high = tg.ratio_interval(noisy)
+    assert low < 0.85 and high > 1.05  # the judge cannot tell these two apart
+    assert tg.ratio_interval([(30.0, 40.0)]) is None  # one round says nothing of its spread
