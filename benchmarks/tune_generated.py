@@ -6,7 +6,7 @@ accepted placement served and measured, every pick judged head to head against t
     python benchmarks/tune_generated.py --quick --near-saturation 0.9  # and an open loop
     python benchmarks/tune_generated.py --seeds 1 --dry-run         # the generated configs only
     python benchmarks/tune_generated.py --replay DIR                # re-predict a saved run
-    python benchmarks/tune_generated.py --rejudge DIR --save NEW --h2h-rounds 12  # judge again
+    python benchmarks/tune_generated.py --rejudge DIR --save NEW --h2h-rounds 6  # judge again
 
 Each seed gives one complete pipeline config (3-5 synthetic stages, `launcher.synthetic:stage`:
 pure-Python, native (hashing, which releases the interpreter lock) and mixed costs of unequal
@@ -173,19 +173,13 @@ def pick_at(cfg_path: Path, profile: Path, load: Load, out: Path) -> dict:
     return data["candidates"][0]
 
 
-def head_to_head(cfg_path: Path, pick: list[str], best: list[str], load: Load, requests: int,
-                 rounds: int, out: Path) -> tuple[float, float]:
-    """Throughput of the pick and of the best measured, served in turn in interleaved rounds by
-    one `planner bench` (the declared topology is always one of its placements)."""
-    pick_rps, best_rps, _ = head_to_head_rounds(cfg_path, pick, best, load, requests, rounds, out)
-    return pick_rps, best_rps
-
-
 def head_to_head_rounds(cfg_path: Path, pick: list[str], best: list[str], load: Load,
                         requests: int, rounds: int, out: Path
                         ) -> tuple[float, float, list[tuple[float, float]]]:
-    """`head_to_head`, and each round's pair of throughputs (pick, best): the rounds alternate
-    the two placements, so a pair saw the same stretch of the machine's time."""
+    """Throughput of the pick and of the best measured, served in turn in interleaved rounds by
+    one `planner bench` (the declared topology is always one of its placements), and each
+    round's pair of throughputs (pick, best): the rounds alternate the placements, so a pair saw
+    the same stretch of the machine's time."""
     names = {}
     args = []
     for role, fl in (("pick", pick), ("best", best)):
@@ -445,9 +439,12 @@ def rejudge(directory: Path, save: Path, requests: int, rounds: int) -> dict:
                 judged.append(Judged(**{k: j[k] for k in Judged.__dataclass_fields__
                                         if k in j}))
                 continue
-            load: Load = ("--concurrency", float(j["load"].removeprefix("C=")))
+            load: Load = (("--rate", float(j["load"].removesuffix(" req/s")))
+                          if j["load"].endswith(" req/s")
+                          else ("--concurrency", float(j["load"].removeprefix("C="))))
             flags = {k: [] if j[k] == "declared" else j[k].split() for k in ("pick", "best")}
-            out = save / src.name / f"h2h-{j['load'].replace('=', '')}"
+            tag = load_label(load).replace("=", "").replace(" req/s", "rps")
+            out = save / src.name / f"h2h-{tag}"
             out.parent.mkdir(parents=True, exist_ok=True)
             p, b, pairs = head_to_head_rounds(src / "pipeline.yaml", flags["pick"],
                                               flags["best"], load, requests, rounds, out)
