@@ -57,6 +57,18 @@ def load_label(load: Load) -> str:
     return f"C={value:g}" if option == "--concurrency" else f"{value:g} req/s"
 
 
+def parse_load_label(text: str) -> Load:
+    """`load_label`'s inverse: "C=4" or "40 req/s", as a saved summary names a load."""
+    if text.endswith(" req/s"):
+        return ("--rate", float(text.removesuffix(" req/s")))
+    return ("--concurrency", float(text.removeprefix("C=")))
+
+
+def load_tag(load: Load) -> str:
+    """A load in a directory name: "C4", "40rps"."""
+    return load_label(load).replace("=", "").replace(" req/s", "rps")
+
+
 def load_args(loads: list[Load]) -> list[str]:
     return [a for option, value in loads for a in (option, f"{value:g}")]
 WITHIN = 0.05  # a pick this close to the best measured counts as a hit
@@ -196,12 +208,9 @@ def head_to_head_rounds(cfg_path: Path, pick: list[str], best: list[str], load: 
         raise SystemExit(f"planner bench failed ({done.returncode}):\n{done.stderr}")
     data = json.loads(results.read_text())
     base = data.get("baseline") or "declared"
-    got = {}
+    got, per_round = {}, {}
     for run in data["runs"]:
-        load_ = run.get("load", run)
-        got[run["placement"]] = load_.get("throughput_rps") or 0.0
-    per_round = {}
-    for run in data["runs"]:
+        got[run["placement"]] = run.get("load", run).get("throughput_rps") or 0.0
         per_round[run["placement"]] = run.get("round_throughput_rps") or []
     pick_name = names["pick"] if names["pick"] != "declared" else base
     best_name = names["best"] if names["best"] != "declared" else base
@@ -295,7 +304,7 @@ def judge_one(seed: int, cfg_path: Path, answer: dict, out: Path, requests: int,
               rounds: int, loads: list[Load]) -> list[Judged]:
     judged = []
     for k, load in enumerate(loads):
-        tag = load_label(load).replace("=", "").replace(" req/s", "rps")
+        tag = load_tag(load)
         pick = pick_at(cfg_path, out / "profile.json", load, out / f"pick-{tag}")
         measured = measured_at(answer, k)
         if not measured:
@@ -439,12 +448,9 @@ def rejudge(directory: Path, save: Path, requests: int, rounds: int) -> dict:
                 judged.append(Judged(**{k: j[k] for k in Judged.__dataclass_fields__
                                         if k in j}))
                 continue
-            load: Load = (("--rate", float(j["load"].removesuffix(" req/s")))
-                          if j["load"].endswith(" req/s")
-                          else ("--concurrency", float(j["load"].removeprefix("C="))))
+            load = parse_load_label(j["load"])
             flags = {k: [] if j[k] == "declared" else j[k].split() for k in ("pick", "best")}
-            tag = load_label(load).replace("=", "").replace(" req/s", "rps")
-            out = save / src.name / f"h2h-{tag}"
+            out = save / src.name / f"h2h-{load_tag(load)}"
             out.parent.mkdir(parents=True, exist_ok=True)
             p, b, pairs = head_to_head_rounds(src / "pipeline.yaml", flags["pick"],
                                               flags["best"], load, requests, rounds, out)
