@@ -18,7 +18,6 @@ import math
 import os
 import secrets
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -190,17 +189,13 @@ class Deployment:
 
     def settled_sample(self, timeout_s: float = 5.0) -> metrics.Sample:
         """`sample`, once every stage timing the workers recorded before the call is in it (it
-        waits on their timing reports: `metric_names.timings_in`), or after `timeout_s` (a worker
+        waits on their timing reports: `metric_names.settled`), or after `timeout_s` (a worker
         that stopped reporting is not waited for longer)."""
-        first = {p.name: p.reports for p in self.sample().processes}
-        deadline = time.monotonic() + timeout_s
-        pause = threading.Event()
-        while True:
-            now = self.sample()
-            if (metric_names.timings_in(first, {p.name: p.reports for p in now.processes})
-                    or time.monotonic() >= deadline):
-                return now
-            pause.wait(0.05)
+        def read() -> tuple[metrics.Sample, dict[str, int]]:
+            sample = self.sample()
+            return sample, {p.name: p.reports for p in sample.processes}
+
+        return metric_names.settled(read, timeout_s)
 
     def worker_pids(self) -> dict[str, int]:
         return {p.name: p.pid for p in self._supervisor.snapshot().processes if p.pid is not None}

@@ -6,10 +6,13 @@ Counters are named without `_total`, as prometheus_client's families want them; 
 series (and what a parser reports) is the name plus `_total`.
 """
 
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 K = TypeVar("K")
+T = TypeVar("T")
 
 STAGE_LATENCY = "stage_planner_stage_latency_seconds"  # histogram, label stage
 STAGE_CORE_WAIT = "stage_planner_stage_core_wait_seconds"  # counter, label stage
@@ -36,6 +39,21 @@ def timings_in(first: Mapping[K, float], now: Mapping[K, float]) -> bool:
     """Whether every process's timings from before `first` (each one's report count then) have
     reached the supervisor by `now` (the counts now)."""
     return all(now.get(key, 0) >= n + REPORTS_AFTER for key, n in first.items())
+
+
+def settled(read: Callable[[], tuple[T, Mapping[K, float]]], timeout_s: float,
+            poll_s: float = 0.05) -> T:
+    """`read()` (a reading, and each process's report count in it) again and again until every
+    stage timing recorded before the call is in the reading (`timings_in`), or for `timeout_s`
+    at most (a worker that stopped reporting is not waited for longer); the last reading."""
+    _, first = read()
+    deadline = time.monotonic() + timeout_s
+    pause = threading.Event()
+    while True:
+        reading, counts = read()
+        if timings_in(first, counts) or time.monotonic() >= deadline:
+            return reading
+        pause.wait(poll_s)
 
 
 def total(counter: str) -> str:

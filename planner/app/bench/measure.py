@@ -4,7 +4,6 @@ from the launcher's metrics, and the ideal throughput bound that profile implies
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -46,16 +45,13 @@ def scrape(url: str) -> Series:
 
 def settled_metrics(url: str, timeout_s: float = SETTLE_TIMEOUT_S) -> Series:
     """Metrics once every worker's stage timings recorded before the call have reached the
-    supervisor (`metric_names.timings_in`: on its reports, not on a fixed wait), or after
+    supervisor (`metric_names.settled`: on its reports, not on a fixed wait), or after
     `timeout_s`."""
-    first = _reports(scrape(url))
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while True:
-        now = scrape(url)
-        if metric_names.timings_in(first, _reports(now)) or time.monotonic() >= deadline:
-            return now
-        pause.wait(POLL_S)
+    def read() -> tuple[Series, dict[frozenset[tuple[str, str]], float]]:
+        series = scrape(url)
+        return series, _reports(series)
+
+    return metric_names.settled(read, timeout_s, POLL_S)
 
 
 def _reports(series: Series) -> dict[frozenset[tuple[str, str]], float]:
