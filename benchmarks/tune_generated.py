@@ -7,6 +7,7 @@ accepted placement served and measured, every pick judged head to head against t
     python benchmarks/tune_generated.py --seeds 1 --dry-run         # the generated configs only
     python benchmarks/tune_generated.py --replay DIR                # re-predict a saved run
     python benchmarks/tune_generated.py --rejudge DIR --save NEW --h2h-rounds 6  # judge again
+    python benchmarks/tune_generated.py --overall DIR NEW DIR2      # the bars over several runs
 
 Each seed gives one complete pipeline config (3-5 synthetic stages, `launcher.synthetic:stage`:
 pure-Python, native (hashing, which releases the interpreter lock) and mixed costs of unequal
@@ -295,6 +296,7 @@ def summary(judged: list[Judged], errs: list[float]) -> dict:
             "share_within_5pct": round(sum(r >= 1 - WITHIN for r in ratios) / len(ratios), 3)
             if ratios else None,
             "mean_pick_over_best": round(statistics.fmean(ratios), 4) if ratios else None,
+            "lowest": round(min(ratios), 4) if ratios else None,
             "median_error": round(percentile(absolute, 50), 4) if absolute else None,
             "p90_error": round(percentile(absolute, 90), 4) if absolute else None,
             "errors": len(absolute)}
@@ -470,10 +472,50 @@ def rejudge(directory: Path, save: Path, requests: int, rounds: int) -> dict:
     result = {"rejudged": str(directory.name), "requests": requests, "rounds": rounds,
               "machine_at_end": machine(),
               **{k: v for k, v in summary(judged, []).items() if "error" not in k},
-              "lowest": round(min(j.ratio for j in judged), 4) if judged else None,
               "pairs": rows}
     print(json.dumps({k: v for k, v in result.items() if k != "pairs"}, indent=1))
     (save / "rejudge.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return result
+
+
+def overall(directories: list[Path]) -> dict:
+    """The issue's bars over several judging sets at once: each `--save` directory's picks and
+    prediction errors, a pick judged again (a `--rejudge` directory given beside the run it judged)
+    counted by its new head to head instead of its old one. Per set and over all of them."""
+    runs = {d.name: d for d in directories if (d / "summary.json").is_file()}
+    again: dict[str, dict] = {}
+    for d in directories:
+        if (d / "rejudge.json").is_file():
+            data = json.loads((d / "rejudge.json").read_text(encoding="utf-8"))
+            if data["rejudged"] not in runs:
+                raise SystemExit(f"{d} judged {data['rejudged']} again: give that run's "
+                                 f"directory too")
+            again[data["rejudged"]] = {(p["seed"], p["load"]): p for p in data["pairs"]}
+        elif d.name not in runs:
+            raise SystemExit(f"{d}: neither a --save directory (summary.json) nor a --rejudge "
+                             f"one (rejudge.json)")
+    judged_all: list[Judged] = []
+    errs_all: list[float] = []
+    sets = {}
+    for name, d in runs.items():
+        newer = again.get(name, {})
+        judged = []
+        for entry in json.loads((d / "summary.json").read_text(encoding="utf-8"))["per_seed"]:
+            for j in entry["judged"]:
+                p = newer.get((entry["seed"], j["load"]))
+                if p is not None:
+                    j = {**j, "pick_rps": p["pick_rps"], "best_rps": p["best_rps"],
+                         "interval_90": p["interval_90"]}
+                judged.append(Judged(**{k: j[k] for k in Judged.__dataclass_fields__
+                                        if k in j}))
+        errs = [e for f in sorted(d.glob("generated-*/answer*.json"))
+                for e in errors(json.loads(f.read_text(encoding="utf-8")))]
+        sets[name] = summary(judged, errs) | {"rejudged": bool(newer)}
+        judged_all += judged
+        errs_all += errs
+        print(f"{name}{' (judged again)' if newer else ''}: {json.dumps(sets[name])}")
+    result = {"sets": sets, "all": summary(judged_all, errs_all)}
+    print(f"all: {json.dumps(result['all'])}")
     return result
 
 
@@ -502,7 +544,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rejudge", type=Path, metavar="DIR",
                     help="judge a --save directory's head-to-head picks again (all of them) with "
                          "--h2h-requests and --h2h-rounds, into --save")
+    ap.add_argument("--overall", type=Path, nargs="+", metavar="DIR",
+                    help="the bars over several runs' --save directories, each --rejudge "
+                         "directory given beside the run it judged counted instead of it")
     args = ap.parse_args(argv)
+    if args.overall:
+        overall(args.overall)
+        return 0
     if args.rejudge:
         if args.save is None:
             ap.error("--rejudge needs --save DIR for the new head-to-head runs")

@@ -3,8 +3,12 @@ pipelines the planner accepts, of every shape and cost kind it promises, the sam
 seed; the judge reads measurements only (never tune's tie rules) and sums them up as reported."""
 
 import ast
+import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
+
+import pytest
 
 import planner
 
@@ -63,6 +67,47 @@ def test_the_summary_counts_picks_within_5_percent_of_the_best_head_to_head():
     assert s["picks"] == 4 and s["within_5pct"] == 3 and s["share_within_5pct"] == 0.75
     assert abs(s["mean_pick_over_best"] - (1 + 0.96 + 0.8 + 1) / 4) < 1e-4
     assert s["median_error"] in (0.05, 0.1) and s["p90_error"] == 0.2
+    assert s["lowest"] == 0.8
+
+
+def _saved_run(root, name, judged, answers):
+    run = root / name
+    for seed, a in answers.items():
+        (run / f"generated-{seed}").mkdir(parents=True)
+        (run / f"generated-{seed}" / "answer.json").write_text(json.dumps(a))
+    per_seed = [{"seed": seed, "judged": [asdict(j) | {"ratio": j.ratio} for j in judged
+                                          if j.seed == seed]} for seed in answers]
+    (run / "summary.json").write_text(json.dumps({"per_seed": per_seed}))
+    return run
+
+
+def test_overall_counts_a_pick_judged_again_by_its_new_head_to_head(tmp_path):
+    a = answer([([], [(100.0, 80.0), (110.0, 100.0)])])
+    set1 = _saved_run(tmp_path, "quiet-judge-seeds-1", [
+        tg.Judged(1, "C=1", "a", "a", 10.0, 10.0, False),
+        tg.Judged(1, "C=4", "a", "b", 90.0, 100.0, True)], {1: a})
+    set2 = _saved_run(tmp_path, "quiet-judge-seeds-2", [
+        tg.Judged(2, "C=1", "a", "b", 99.0, 100.0, True)], {2: a})
+    again = tmp_path / "rejudged" / set1.name
+    again.mkdir(parents=True)
+    (again / "rejudge.json").write_text(json.dumps({"rejudged": set1.name, "pairs": [
+        {"seed": 1, "load": "C=4", "pick_rps": 98.0, "best_rps": 100.0,
+         "interval_90": [0.95, 1.01]}]}))
+
+    before = tg.overall([set1, set2])["all"]
+    assert before["picks"] == 3 and before["within_5pct"] == 2 and before["lowest"] == 0.9
+    after = tg.overall([set1, set2, again])
+    assert after["all"]["within_5pct"] == 3 and after["all"]["lowest"] == 0.98
+    assert after["sets"][set1.name]["rejudged"] and not after["sets"][set2.name]["rejudged"]
+    assert after["all"]["errors"] == 4  # each set's answer: two measured loads
+
+
+def test_overall_refuses_a_rejudge_without_the_run_it_judged(tmp_path):
+    again = tmp_path / "rejudged"
+    again.mkdir()
+    (again / "rejudge.json").write_text(json.dumps({"rejudged": "quiet-x", "pairs": []}))
+    with pytest.raises(SystemExit, match="give that run's directory too"):
+        tg.overall([again])
 
 
 def test_the_judge_never_imports_tunes_ranking():
