@@ -111,6 +111,11 @@ class Server:
 
 
 def _main(raw: str, ready_file: str) -> int:
+    # The plan always runs on the local backend's fork server: its preload (torch, seconds) runs
+    # while this process imports torch and solves, instead of after.
+    from launcher.backends import forkserver
+
+    forkserver.start_early()
     import planner
     from launcher.serving.serve import serve
 
