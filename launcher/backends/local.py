@@ -39,11 +39,14 @@ from typing import Any
 from launcher.wire import ipc
 from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, send_frame, unregister
 from launcher.control.layout import with_fresh_rendezvous
+from launcher.backends import forkserver
+from launcher.backends.forkserver import forkserver_pid as _forkserver_pid
+from launcher.backends.forkserver import tracker_pid as _tracker_pid
 from launcher.backends.links import LocalChannel, remove_socket_dir
 from launcher.wire.protocol import FrameReader, Stop, ToWorker
 from launcher.wire.specs import WorkerSpec
 
-PRELOAD = ["launcher.backends.local", "launcher.worker.main", "launcher.standins"]
+PRELOAD = forkserver.PRELOAD
 
 
 def _run(spec: WorkerSpec, control: mpc.Connection, notes: mpc.Connection, token: str,
@@ -337,7 +340,7 @@ def _end(handle: _Handle, grace: float) -> None:
 class _Helpers:
     """multiprocessing's fork server and resource tracker are per interpreter, shared by every
     backend: the first backend finds out whether they already ran, the last one to close stops
-    those that did not."""
+    those that did not (or that `forkserver.start_early` started ahead of it)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -347,7 +350,9 @@ class _Helpers:
     def acquire(self) -> None:
         with self._lock:
             if self._open == 0:
-                self._ours = (_forkserver_pid() is None, _tracker_pid() is None)
+                early_fs, early_tracker = forkserver.claim()
+                self._ours = (early_fs or _forkserver_pid() is None,
+                              early_tracker or _tracker_pid() is None)
             self._open += 1
 
     def release(self) -> None:
@@ -355,20 +360,7 @@ class _Helpers:
             self._open -= 1
             if self._open:
                 return
-            forkserver, tracker = self._ours
-            try:
-                if forkserver and (pid := _forkserver_pid()) is not None:
-                    # It holds nothing to flush; a signal spares it tearing torch down (~0.5 s).
-                    os.kill(pid, signal.SIGTERM)
-                    mp.forkserver._forkserver._stop()
-                if tracker and _tracker_pid() is not None:
-                    mp.resource_tracker._resource_tracker._stop()
-            except (AttributeError, OSError, ChildProcessError):
-                pass  # private API moved, or already gone: they exit with this process anyway
-
-
-def _forkserver_pid() -> int | None:
-    return getattr(mp.forkserver._forkserver, "_forkserver_pid", None)
+            forkserver.stop(*self._ours)
 
 
 def _forkserver_alive() -> bool:
@@ -382,10 +374,6 @@ def _forkserver_alive() -> bool:
         return not mpc.wait([fd], 0)
     finally:
         fd.close()
-
-
-def _tracker_pid() -> int | None:
-    return getattr(mp.resource_tracker._resource_tracker, "_pid", None)
 
 
 _helpers = _Helpers()

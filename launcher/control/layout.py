@@ -7,9 +7,10 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from planner import Plan
+if TYPE_CHECKING:  # only named: the fork server preloads this module, and planner is ortools
+    from planner import Plan
 
 from launcher.wire.backend import Unit
 from launcher.errors import LaunchError
