@@ -26,7 +26,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import multiprocessing.forkserver
-import multiprocessing.resource_tracker
 import os
 import secrets
 import selectors
@@ -40,13 +39,9 @@ from launcher.wire import ipc
 from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, send_frame, unregister
 from launcher.control.layout import with_fresh_rendezvous
 from launcher.backends import forkserver
-from launcher.backends.forkserver import forkserver_pid as _forkserver_pid
-from launcher.backends.forkserver import tracker_pid as _tracker_pid
 from launcher.backends.links import LocalChannel, remove_socket_dir
 from launcher.wire.protocol import FrameReader, Stop, ToWorker
 from launcher.wire.specs import WorkerSpec
-
-PRELOAD = forkserver.PRELOAD
 
 
 def _run(spec: WorkerSpec, control: mpc.Connection, notes: mpc.Connection, token: str,
@@ -143,7 +138,7 @@ class LocalBackend:
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":
             # Preloaded once in the fork server, so each worker starts without re-importing torch.
-            self._ctx.set_forkserver_preload(PRELOAD)
+            self._ctx.set_forkserver_preload(forkserver.PRELOAD)
         self._procs: dict[str, _Handle] = {}
         self._selector = selectors.DefaultSelector()
         self._deaths = Deaths()
@@ -235,7 +230,7 @@ class LocalBackend:
             state = self._fs_state
             if state == "ok" and self._fs_watch is not None and not _forkserver_alive():
                 state = "exited"  # a moment ago: the supervisor's next look restarts it
-            return {"fork_server": {"pid": _forkserver_pid(), "state": state,
+            return {"fork_server": {"pid": forkserver.forkserver_pid(), "state": state,
                                     "restarts": self._fs_restarts}}
 
     def pids(self) -> dict[str, int]:
@@ -259,7 +254,7 @@ class LocalBackend:
     def _watch_forkserver(self) -> None:
         if not self._forkserver or self._fs_watch is not None:
             return
-        fd = _pidfd(_forkserver_pid())
+        fd = _pidfd(forkserver.forkserver_pid())
         if fd is not None:
             self._fs_watch = fd
             self._selector.register(fd, selectors.EVENT_READ, (None, "forkserver"))
@@ -351,8 +346,8 @@ class _Helpers:
         with self._lock:
             if self._open == 0:
                 early_fs, early_tracker = forkserver.claim()
-                self._ours = (early_fs or _forkserver_pid() is None,
-                              early_tracker or _tracker_pid() is None)
+                self._ours = (early_fs or forkserver.forkserver_pid() is None,
+                              early_tracker or forkserver.tracker_pid() is None)
             self._open += 1
 
     def release(self) -> None:
@@ -364,7 +359,7 @@ class _Helpers:
 
 
 def _forkserver_alive() -> bool:
-    pid = _forkserver_pid()
+    pid = forkserver.forkserver_pid()
     if pid is None:
         return False
     fd = _pidfd(pid)  # not waitpid: reaping it here would break multiprocessing's own restart

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from launcher.wire import ipc
-from launcher.backends import local
+from launcher.backends import forkserver
 from launcher.deployment import SHM_PREFIX
 
 TINY = {"size": "tiny"}
@@ -66,7 +66,7 @@ def shared_fork_server():
     """Start multiprocessing's fork server (torch preloaded) and resource tracker once for the
     session. A deployment stops only the helpers it started itself, so the tests then share
     these instead of paying for a fresh fork server each."""
-    multiprocessing.get_context("forkserver").set_forkserver_preload(local.PRELOAD)
+    multiprocessing.get_context("forkserver").set_forkserver_preload(forkserver.PRELOAD)
     multiprocessing.forkserver.ensure_running()
     yield
 
