@@ -1,5 +1,3 @@
-import sys
+from planner.app.cli import run_and_exit
 
-from planner.app.cli import main
-
-sys.exit(main())
+run_and_exit()

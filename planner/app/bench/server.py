@@ -7,7 +7,6 @@ The child re-solves the same requests (the solver is deterministic) and runs
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import signal
@@ -133,15 +132,7 @@ def _main(raw: str, ready_file: str) -> int:
                  drain_timeout=5.0, factory_defaults=defaults, ready_file=ready_file)
 
 
-def _exit(code: int) -> None:
-    """Exit once everything is closed, without the interpreter's teardown of its modules: with
-    torch loaded that took a second of every placement's stop. The atexit handlers still run
-    (they stop the fork server and clean multiprocessing's temporary directory)."""
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    _exit(_main(sys.argv[1], sys.argv[2]))
+    from planner.app.quick_exit import exit_now
+
+    exit_now(_main(sys.argv[1], sys.argv[2]))

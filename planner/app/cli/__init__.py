@@ -62,6 +62,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
 
 
+def run_and_exit() -> None:
+    """The `planner` program: `main`, then exit with its code; once a command has loaded torch
+    (serve, tune's profiling), without the interpreter's teardown of its modules, a second or more
+    after everything has closed (`planner.app.quick_exit`). `main` itself returns, for callers in
+    the same process."""
+    code = main()
+    if "torch" in sys.modules:
+        from planner.app.quick_exit import exit_now
+
+        exit_now(code)
+    sys.exit(code)
+
+
 def _reader_gone() -> int:
     """stdout's reader closed it (`planner ... | head`): stop quietly, as `cat` would, and keep
     Python from failing again on the final flush at exit."""
@@ -72,4 +85,4 @@ def _reader_gone() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_and_exit()
