@@ -1,9 +1,9 @@
 """Ending a process that has loaded torch without the interpreter's teardown of its modules.
 
 Finalizing torch's modules takes 1.2-1.5 s after everything the process started has already
-closed (strace of `planner bench`'s server on the 2-vCPU VM, 2026-12-02): a `planner serve` that
-has drained, or a bench placement that has stopped, would sit that long before it exits, and
-whoever waits for the exit (a supervisor, Ctrl-C at a terminal, the next placement) with it.
+closed (strace of `planner bench`'s server on the 2-vCPU VM, 2026-12-02; an idle `planner serve
+qwen3-tts` went from 0.86-0.90 s between SIGTERM and its exit to 0.21-0.23 s without it): whoever
+waits for the exit (Ctrl-C at a terminal, a supervisor, bench's next placement) waited with it.
 """
 
 from __future__ import annotations
