@@ -250,6 +250,11 @@ class Judged:
     # pick over best, a 90% interval from the head to head's paired rounds (`ratio_interval`)
     interval_90: tuple[float, float] | None = None
 
+    @classmethod
+    def from_saved(cls, entry: dict) -> Judged:
+        """One of a saved summary's `judged` entries (which carry their ratio besides)."""
+        return cls(**{k: entry[k] for k in cls.__dataclass_fields__ if k in entry})
+
     @property
     def ratio(self) -> float:
         """The pick over the best, at most 1: where the pick measured above the best head to head,
@@ -447,8 +452,7 @@ def rejudge(directory: Path, save: Path, requests: int, rounds: int) -> dict:
         src = directory / f"generated-{entry['seed']}"
         for j in entry["judged"]:
             if not j["head_to_head"]:
-                judged.append(Judged(**{k: j[k] for k in Judged.__dataclass_fields__
-                                        if k in j}))
+                judged.append(Judged.from_saved(j))
                 continue
             load = parse_load_label(j["load"])
             flags = {k: [] if j[k] == "declared" else j[k].split() for k in ("pick", "best")}
@@ -506,8 +510,7 @@ def overall(directories: list[Path]) -> dict:
                 if p is not None:
                     j = {**j, "pick_rps": p["pick_rps"], "best_rps": p["best_rps"],
                          "interval_90": p["interval_90"]}
-                judged.append(Judged(**{k: j[k] for k in Judged.__dataclass_fields__
-                                        if k in j}))
+                judged.append(Judged.from_saved(j))
         errs = [e for f in sorted(d.glob("generated-*/answer*.json"))
                 for e in errors(json.loads(f.read_text(encoding="utf-8")))]
         sets[name] = summary(judged, errs) | {"rejudged": bool(newer)}
