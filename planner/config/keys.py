@@ -1,0 +1,37 @@
+"""The keys the YAML schema allows, at each level, with what each one means.
+
+One table per level, so a new key is added in one place; `check_keys` reports any other key with
+the list of allowed ones.
+"""
+
+from __future__ import annotations
+
+PIPELINE_KEYS = {
+    "name": "complete pipelines: the pipeline's name",
+    "model": "overlay: the card (name, model path or architecture) to start from",
+    "variant": "the card variant to start from",
+    "description": "free text",
+    "stages": "list of stages",
+    "roles": "role alias -> stage",
+    "process_safe_edges": "list of [source, target] handoffs that may cross processes",
+    "unsupported_edges": "list of {edge, reason}: why a handoff must stay in one process",
+    "process_edge_resources": "list of {edge, fractions}: fractions to apply when edge is split",
+    "fused_stages": "list of stage lists that always share one process",
+    "placement": "max_total_gpu_memory_fraction_per_gpu, require_memory_fraction_for_colocation",
+    "sample_rate": "Hz of the audio the terminal stage returns (default 24000)",
+    "voices": "the voice names a request may ask for (default: any)",
+}
+CARD_KEYS = {
+    "display_name": "human name of the model",
+    "model_paths": "model paths that select this card",
+    "architectures": "architecture strings that select this card",
+    "variants": "name -> overlay",
+    "default_variant": "the variant used when none is asked for",
+}
+STAGE_KEYS = (
+    "name", "process", "gpu", "tp_size", "next", "stream_to", "wait_for", "terminal", "factory",
+    "args", "runtime",
+)
+PLACEMENT_KEYS = ("max_total_gpu_memory_fraction_per_gpu", "require_memory_fraction_for_colocation")
+DEFAULT_SAMPLE_RATE = 24_000  # the stand-in stages' rate; a card of a real model declares its own
+SAMPLE_RATES = (8_000, 192_000)  # the range a sample_rate may take, in Hz
