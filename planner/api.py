@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,21 @@ from planner.cluster import Cluster
 from planner.diagnostics import Explainer, in_report_order
 from planner.errors import ConfigError
 from planner.pipeline import Pipeline
-from planner.plan import Assign, Diagnostic, Fix, Isolate, Plan, Request, Result
+from planner import compute
+from planner.plan import (
+    Assign,
+    ComputeRequest,
+    Copies,
+    Diagnostic,
+    Fix,
+    Isolate,
+    Plan,
+    Request,
+    Result,
+    Threads,
+)
 from planner.problem import SCALE, Problem, to_units
-from planner.flags import from_options
+from planner.flags import compute_only, from_options, placement_only
 from planner.replicas import NodeCapacity, Packing, Strategy, fraction_hint, pack
 from planner.requests import parse_requests
 from planner.solver import Assignment, NearestPlacement, PlacementModel, check_domains
@@ -36,12 +49,15 @@ def _config_diagnostic(err: ConfigError) -> Diagnostic:
 
 def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | None = None,
           variant: str | None = None, isolate_stages: Sequence[str] = (),
-          stage_processes: Sequence[str] = (), requests: Sequence[Request] = ()) -> Result:
+          stage_processes: Sequence[str] = (),
+          requests: Sequence[Request | ComputeRequest] = (), cpus: int | None = None) -> Result:
     """Plan the placement of a pipeline under the given requests. Never raises for user mistakes.
 
-    Requests are typed (`requests=[Isolate("vocoder"), Assign("tts_engine", "engine")]`) or given
-    as the flags' values: `isolate_stages=["vocoder"]`, `stage_processes=["vocoder=audio"]` (one
-    string per flag; assignments are read first, then isolations, then `requests`). A bare string
+    Requests are typed (`requests=[Isolate("vocoder"), Assign("tts_engine", "engine"),
+    Threads("vocoder", 2), Copies("vocoder", 2)]`) or given as the flags' values:
+    `isolate_stages=["vocoder"]`, `stage_processes=["vocoder=audio"]` (one string per flag;
+    assignments are read first, then isolations, then `requests`). A stage's threads times its
+    process's copies are counted against `cpus` (default: this machine's CPUs). A bare string
     where a sequence is expected is a programming error and raises TypeError (it would otherwise
     be read one character at a time). Everything a user wrote (config, names, requests) comes back
     as diagnostics in the Result.
@@ -52,7 +68,7 @@ def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | N
     except ConfigError as err:
         return config_error_result(err, variant)
     try:
-        return solve_pipeline(pipeline, requests=given)
+        return solve_pipeline(pipeline, requests=given, cpus=cpus)
     except ConfigError as err:  # the solver's time limit (`limits.SOLVER_TIME_LIMIT_S`)
         return config_error_result(err, variant)
 
@@ -94,14 +110,17 @@ def _strings(name: str, value: Any) -> tuple[str, ...]:
     return items
 
 
-def _requests(isolate_stages: Any, stage_processes: Any, requests: Any) -> tuple[Request, ...]:
-    if isinstance(requests, (Isolate, Assign, str, bytes)):
-        raise TypeError(f"requests must be a list of Isolate/Assign, not a single "
+def _requests(isolate_stages: Any, stage_processes: Any,
+              requests: Any) -> tuple[Request | ComputeRequest, ...]:
+    kinds = (Isolate, Assign, Threads, Copies)
+    if isinstance(requests, kinds + (str, bytes)):
+        raise TypeError(f"requests must be a list of Isolate/Assign/Threads/Copies, not a single "
                         f"{type(requests).__name__}: pass [{requests!r}]")
     typed = tuple(requests)
     for item in typed:
-        if not isinstance(item, (Isolate, Assign)):
-            raise TypeError(f"requests must hold Isolate or Assign values; it holds {item!r}")
+        if not isinstance(item, kinds):
+            raise TypeError(f"requests must hold Isolate, Assign, Threads or Copies values; it "
+                            f"holds {item!r}")
     return from_options(_strings("isolate_stages", isolate_stages),
                         _strings("stage_processes", stage_processes)) + typed
 
@@ -116,14 +135,30 @@ def worded(diagnostic: Diagnostic) -> Diagnostic:
                                hint=prose.hint)
 
 
+def machine_cpus() -> int:
+    """The CPUs this process may run on: what a plan's threads are counted against by default."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
-                   stage_processes: Sequence[str] = (), requests: Sequence[Request] = ()) -> Result:
-    """`solve` for an already loaded Pipeline; the request arguments are checked the same way."""
+                   stage_processes: Sequence[str] = (),
+                   requests: Sequence[Request | ComputeRequest] = (),
+                   cpus: int | None = None, count_cpus: bool = True) -> Result:
+    """`solve` for an already loaded Pipeline; the request arguments are checked the same way.
+    Threads are counted against `cpus` (default: this machine's), not at all without
+    `count_cpus`."""
     given = _requests(isolate_stages, stage_processes, requests)
     baseline = declared_baseline(pipeline)
-    parsed = parse_requests(pipeline, baseline, given)
+    parsed = parse_requests(pipeline, baseline, placement_only(given))
     problem = Problem(pipeline=pipeline, baseline=baseline, requests=parsed.requests,
                       any_option=parsed.any_option)
+    asked, compute_diags = compute.resolve(pipeline, problem.target, compute_only(given))
+    if count_cpus and cpus is None:
+        cpus = machine_cpus()
+    problem = dataclasses.replace(problem, compute=asked, cpus=cpus if count_cpus else None)
+    parsed = dataclasses.replace(parsed, diagnostics=parsed.diagnostics + compute_diags)
     model = PlacementModel(problem, check_domains(problem))
     assignment, cores, truncated = model.solve_all()
 
@@ -172,7 +207,12 @@ def solve_replicas(pipeline: Pipeline, cluster: Cluster, replicas: int | None,
     that fit. `planner solve` and `planner serve` both count this way: on a cluster without
     GPUs, GPU stages run on CPU and only CPUs count (`planner.replicas.stages_on_gpus`); `gpus`
     overrides that."""
-    result = solve_pipeline(pipeline, requests=requests)
+    # A replica lives on one node: its threads are counted against the largest node's CPUs (not
+    # at all where a node does not say how many it has).
+    limited = all(n.cpus is not None for n in cluster.nodes)
+    result = solve_pipeline(pipeline, requests=requests,
+                            cpus=max(n.cpus for n in cluster.nodes) if limited else None,
+                            count_cpus=limited)
     if not result.ok:
         return dataclasses.replace(result, cluster=cluster)
     packing = pack(result.plan, cluster, replicas, strategy, gpus)

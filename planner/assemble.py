@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from planner.plan import GpuUsage, Handoff, Plan, PlannedStage, ProcessGroup, TpProcess, PlanWarning
+from planner.plan import (
+    CpuUsage,
+    GpuUsage,
+    Handoff,
+    Plan,
+    PlannedStage,
+    PlanWarning,
+    ProcessGroup,
+    TpProcess,
+)
 from planner.problem import SCALE, Problem
 from planner.solver import Assignment
 from planner.topology import tp_rank_names
@@ -38,6 +47,7 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
             fraction_source=source,
             factory=s.factory,
             args=s.args,
+            threads=problem.threads[s.name],
         ))
 
     declared = {(name, members) for name, members in groups_of(problem, problem.baseline.process)}
@@ -45,7 +55,8 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
     for name, members in groups_of(problem, a.process):
         gpus = sorted({g for m in members for g in pl.stage(m).gpus})
         groups.append(ProcessGroup(name=name, stages=members, gpu=gpus[0] if gpus else None,
-                                   changed=(name, members) not in declared))
+                                   changed=(name, members) not in declared,
+                                   copies=problem.copies_of(name)))
     tp = []
     for s in problem.tp_stages:
         for rank, name in enumerate(tp_rank_names(pl, s)):
@@ -56,7 +67,8 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
     for g in problem.gpu_ids:
         on = problem.stages_on(g)
         procs = [grp.name for grp in groups if grp.gpu == g] + [t.name for t in tp if t.gpu == g]
-        total = sum(round((by_name[s].fraction or 0) * SCALE) for s in on)
+        copies = {m: grp.copies for grp in groups for m in grp.stages}
+        total = sum(copies.get(s, 1) * round((by_name[s].fraction or 0) * SCALE) for s in on)
         missing = ()
         if len(procs) >= 2 and pl.placement.require_memory_fraction_for_colocation:
             missing = tuple(sorted(s for s in on if by_name[s].fraction is None))
@@ -98,6 +110,20 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
                              f"processes; keeping {spec.fraction:g}"),
                     stage=stage))
 
+    threads = problem.threads
+    cpu = CpuUsage(
+        threads=sum(grp.copies * threads[m] for grp in groups for m in grp.stages)
+        + sum(threads[t.stage] for t in tp),
+        cpus=problem.cpus,
+        asked=problem.compute is not None and problem.compute.asked)
+    if cpu.asked and cpu.oversubscribed:
+        warnings.append(PlanWarning(
+            code="cpu-oversubscribed",
+            message=(f"the plan runs {cpu.threads} CPU threads, every copy counted, on "
+                     f"{cpu.cpus} CPUs: its stages wait for cores whenever more than {cpu.cpus} "
+                     f"are busy at once (fine for stages that take turns on a request; "
+                     f"`planner tune` measures whether it pays)")))
+
     plan = Plan(
         model=pl.name,
         variant=pl.variant,
@@ -110,7 +136,10 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
         terminal_stages=tuple(s for s in pl.stage_names if s not in sources),
         sample_rate=pl.sample_rate,
         voices=pl.voices,
+        cpu=cpu,
     )
     changed = any(grp.changed for grp in groups) or any(
-        s.fraction_source == "recommended" for s in stages)
+        s.fraction_source == "recommended" for s in stages) or bool(
+        problem.compute is not None and (problem.compute.thread_flags
+                                         or problem.compute.copy_flags))
     return plan, tuple(warnings), changed

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from planner.pipeline import ProcessLine
-from planner.plan import Request
+from planner.plan import ComputeRequest, Request
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,7 @@ class OverLimit:
     requests: tuple[Blame, ...]
     proposal: tuple[tuple[str, float], ...]  # fractions that fit
     card: CardTarget | None
+    copies: tuple[tuple[str, int], ...] = ()  # (stage, copies of its process) where more than 1
 
     @property
     def excess(self) -> float:
@@ -130,6 +131,26 @@ class OverLimit:
     @property
     def stages(self) -> tuple[str, ...]:
         return tuple(sorted(s for s, _ in self.fractions))
+
+
+@dataclass(frozen=True)
+class OverCpus:
+    """A stage's threads times its process's copies exceed the node's CPUs."""
+
+    code: ClassVar[str] = "over-cpus"
+    stage: str
+    process: str
+    threads: int
+    copies: int
+    cpus: int
+    asked: tuple[ComputeRequest, ...]  # the compute flags that set these values
+    placement: tuple[Blame, ...]  # the placement requests that put the stage in `process`
+    proposal: ComputeRequest  # a value that fits
+    card: CardTarget | None
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return (self.stage,)
 
 
 @dataclass(frozen=True)
@@ -271,6 +292,7 @@ class InsufficientCapacity:
         return ()
 
 
-Conflict = (UnsupportedHandoff | DeclaredSplit | ConflictingRecommendation | OverLimit | SpansGpus
+Conflict = (UnsupportedHandoff | DeclaredSplit | ConflictingRecommendation | OverLimit | OverCpus
+            | SpansGpus
             | RankNameTaken | SharedRankNames | MissingFraction | IsolationConflict | FusedSplit
             | InsufficientCapacity)

@@ -1,7 +1,8 @@
-"""Placement requests as command-line flags, and flags back into requests.
+"""Placement and compute requests as command-line flags, and flags back into requests.
 
-The one place that spells `--isolate-stage` and `--stage-process`: diagnostics, hints, the bench
-and `planner tune` all print requests through here, and nothing parses its own flag strings.
+The one place that spells `--isolate-stage`, `--stage-process`, `--stage-threads` and
+`--process-copies`: diagnostics, hints, the bench and `planner tune` all print requests through
+here, and nothing parses its own flag strings.
 """
 
 from __future__ import annotations
@@ -9,53 +10,76 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
-from planner.plan import Assign, Isolate, Request
+from planner.plan import Assign, ComputeRequest, Copies, Isolate, Request, Threads
 
 ISOLATE, ASSIGN = "--isolate-stage", "--stage-process"
+THREADS, COPIES = "--stage-threads", "--process-copies"
+ANY_FLAG = (ISOLATE, ASSIGN, THREADS, COPIES)
 
 
-def flag(request: Request) -> str:
+def flag(request: Request | ComputeRequest) -> str:
     """`Isolate("vocoder")` -> `--isolate-stage vocoder`; an Assign read from a flag keeps its text."""
     match request:
         case Isolate(stage=stage):
             return f"{ISOLATE} {stage}"
         case Assign(stage=stage, process=process, text=text):
             return f"{ASSIGN} {text if text is not None else f'{stage}={process}'}"
+        case Threads(stage=stage, count=count, text=text):
+            return f"{THREADS} {text if text is not None else f'{stage}={count}'}"
+        case Copies(process=process, count=count, text=text):
+            return f"{COPIES} {text if text is not None else f'{process}={count}'}"
     raise TypeError(f"not a placement request: {request!r}")
 
 
-def flags(requests: Iterable[Request]) -> tuple[str, ...]:
+def flags(requests: Iterable[Request | ComputeRequest]) -> tuple[str, ...]:
     return tuple(flag(r) for r in requests)
 
 
-def command_line(requests: Iterable[Request]) -> str:
+def command_line(requests: Iterable[Request | ComputeRequest]) -> str:
     """The flags as one shell-safe string, e.g. for a hint or a results table."""
     return " ".join(f"{option} {shlex.quote(value)}"
                     for option, _, value in (f.partition(" ") for f in flags(requests)))
 
 
-def from_options(isolate_stages: Sequence[str] = (),
-                 stage_processes: Sequence[str] = ()) -> tuple[Request, ...]:
-    """The values of repeated `--stage-process` and `--isolate-stage` options, as requests
-    (assignments first, as the solver has always read them)."""
-    return tuple(Assign.parse(v) for v in stage_processes) + tuple(
-        Isolate(v.strip()) for v in isolate_stages)
+def from_options(isolate_stages: Sequence[str] = (), stage_processes: Sequence[str] = (),
+                 stage_threads: Sequence[str] = (),
+                 process_copies: Sequence[str] = ()) -> tuple[Request | ComputeRequest, ...]:
+    """The values of repeated `--stage-process`, `--isolate-stage`, `--stage-threads` and
+    `--process-copies` options, as requests (assignments first, as the solver has always read
+    them)."""
+    return (tuple(Assign.parse(v) for v in stage_processes)
+            + tuple(Isolate(v.strip()) for v in isolate_stages)
+            + tuple(Threads.parse(v) for v in stage_threads)
+            + tuple(Copies.parse(v) for v in process_copies))
 
 
-def parse(words: Sequence[str]) -> tuple[Request, ...]:
-    """`["--isolate-stage", "vocoder", "--stage-process=a=b"]` -> requests, in the order given.
+_PARSERS = {ISOLATE: lambda v: Isolate(v.strip()), ASSIGN: Assign.parse,
+            THREADS: Threads.parse, COPIES: Copies.parse}
 
-    Raises ValueError naming the first word that is not a placement flag."""
-    out: list[Request] = []
+
+def parse(words: Sequence[str]) -> tuple[Request | ComputeRequest, ...]:
+    """`["--isolate-stage", "vocoder", "--stage-threads=vocoder=2"]` -> requests, in order.
+
+    Raises ValueError naming the first word that is not a placement or compute flag."""
+    out: list[Request | ComputeRequest] = []
     it = iter(words)
     for word in it:
         option, eq, value = word.partition("=")
-        if option not in (ISOLATE, ASSIGN):
-            raise ValueError(f"{word!r} is not a placement flag; only {ISOLATE} STAGE and "
-                             f"{ASSIGN} STAGE=PROCESS are allowed")
+        if option not in _PARSERS:
+            raise ValueError(f"{word!r} is not a placement flag; only {ISOLATE} STAGE, "
+                             f"{ASSIGN} STAGE=PROCESS, {THREADS} STAGE=N and "
+                             f"{COPIES} PROCESS=N are allowed")
         if not eq:
             value = next(it, None)
             if value is None:
                 raise ValueError(f"{option} needs a value")
-        out.append(Isolate(value.strip()) if option == ISOLATE else Assign.parse(value))
+        out.append(_PARSERS[option](value))
     return tuple(out)
+
+
+def placement_only(requests: Iterable[Request | ComputeRequest]) -> tuple[Request, ...]:
+    return tuple(r for r in requests if isinstance(r, (Isolate, Assign)))
+
+
+def compute_only(requests: Iterable[Request | ComputeRequest]) -> tuple[ComputeRequest, ...]:
+    return tuple(r for r in requests if isinstance(r, (Threads, Copies)))

@@ -8,6 +8,8 @@ MAX_GPUS_PER_NODE = 64  # a node in a cluster file
 MAX_NODES = 256  # nodes in a cluster file
 MAX_CLUSTER_GPUS = 2048  # GPUs of all its nodes together: about 2 s for --replicas max
 MAX_CPUS_PER_NODE = 16384
+MAX_THREADS = 1024  # CPU threads of one stage
+MAX_COPIES = 256  # copies of one process group
 # Load flags of `planner bench` and `planner tune`: finite, and within these (a rate of 1e-300
 # waited for ever for its first arrival; inf and nan raised from deep inside).
 MIN_RATE = 0.01  # requests/s: one every 100 s

@@ -19,6 +19,7 @@ class StageConfig:
     factory: str | None = None
     args: tuple[tuple[str, Any], ...] = ()
     fraction: float | None = None  # runtime.resources.total_gpu_memory_fraction
+    threads: int | None = None  # CPU intra-op threads the config gives it (None: not declared)
 
     @property
     def is_tp(self) -> bool:
@@ -69,6 +70,8 @@ class Pipeline:
     source: str = ""
     sample_rate: int = 24_000  # Hz of the terminal stage's audio (the card's `sample_rate`)
     voices: tuple[str, ...] = ()  # the voices a request may name; () = any
+    # `processes: {NAME: {copies: N}}`: copies of a process group the config declares.
+    process_copies: tuple[tuple[str, int], ...] = ()
     # Stages whose declared process a config or variant set, away from where the card puts them
     # (every stage of a complete pipeline): the lines a declared split of an unsafe edge is blamed on.
     process_lines: tuple[tuple[str, ProcessLine], ...] = ()

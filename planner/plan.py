@@ -44,6 +44,7 @@ class PlannedStage:
     fraction_source: FractionSource | None
     factory: str | None
     args: tuple[tuple[str, Any], ...] = ()  # keyword arguments for the factory, from the config
+    threads: int = 1  # CPU intra-op threads of the stage, in each copy of its process
 
     @property
     def gpu(self) -> int | list[int] | None:
@@ -70,6 +71,13 @@ class ProcessGroup:
     stages: tuple[str, ...]
     gpu: int | None
     changed: bool = False  # differs from the declared topology (members or name)
+    copies: int = 1  # OS processes running these stages side by side; a request uses one
+
+    def copy_names(self) -> tuple[str, ...]:
+        """`vocoder` for one copy; `vocoder.0`, `vocoder.1`, ... for several."""
+        if self.copies == 1:
+            return (self.name,)
+        return tuple(f"{self.name}.{i}" for i in range(self.copies))
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,19 @@ class GpuUsage:
 
 
 @dataclass(frozen=True)
+class CpuUsage:
+    """The CPU threads a plan runs, every copy counted, against the node it is planned for."""
+
+    threads: int  # intra-op threads of every stage in every copy, TP ranks included
+    cpus: int | None  # the node's CPUs (None: not known)
+    asked: bool = False  # some stage has more than one thread or some group more than one copy
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.cpus is not None and self.threads > self.cpus
+
+
+@dataclass(frozen=True)
 class Plan:
     """A feasible placement: what runs where, with which memory fractions."""
 
@@ -106,6 +127,7 @@ class Plan:
     terminal_stages: tuple[str, ...] = ()  # stages with no outgoing handoff
     sample_rate: int = 24_000  # Hz of the audio the terminal stage returns (from the card)
     voices: tuple[str, ...] = ()  # the voices a request may name (from the card); () = any
+    cpu: CpuUsage | None = None  # threads against the node's CPUs
 
     def stage(self, name: str) -> PlannedStage:
         for s in self.stages:
@@ -120,7 +142,20 @@ class Plan:
         return None
 
     def process_count(self) -> int:
-        return len(self.groups) + len(self.tp_processes)
+        """OS processes the plan starts: every copy of every group, and the TP ranks."""
+        return sum(g.copies for g in self.groups) + len(self.tp_processes)
+
+    def copies_of(self, stage: str) -> int:
+        group = self.group_of(stage)
+        return 1 if group is None else group.copies
+
+    def cpu_demand(self) -> int:
+        """CPUs one replica of the plan takes on a node: each copy of a group as many as its
+        widest stage has threads (a process copy's stages hand a request on to each other), each
+        TP rank as many as its stage has threads."""
+        widest = {g.name: max(self.stage(s).threads for s in g.stages) for g in self.groups}
+        return (sum(g.copies * widest[g.name] for g in self.groups)
+                + sum(self.stage(t.stage).threads for t in self.tp_processes))
 
     def overlapping_stages(self) -> frozenset[str]:
         """Stages that run beside another stage of the same request in their process, and so
@@ -166,7 +201,45 @@ class Assign:
         return self.text is None or "=" in self.text
 
 
+@dataclass(frozen=True)
+class Threads:
+    """Give `stage` (a stage or role name) `count` CPU intra-op threads:
+    `--stage-threads STAGE=N`. `text` keeps what was typed, as for `Assign`."""
+
+    stage: str
+    count: int | None  # None: the text after '=' is not a whole number
+    text: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def parse(cls, text: str) -> Threads:
+        stage, _, count = text.partition("=")
+        return cls(stage.strip(), _whole(count), text=text)
+
+
+@dataclass(frozen=True)
+class Copies:
+    """Run `count` copies of process group `process` (or of the group holding stage
+    `process`): `--process-copies PROCESS=N`."""
+
+    process: str
+    count: int | None
+    text: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def parse(cls, text: str) -> Copies:
+        process, _, count = text.partition("=")
+        return cls(process.strip(), _whole(count), text=text)
+
+
+def _whole(text: str) -> int | None:
+    text = text.strip()
+    if not text or len(text) > 9 or not (text.isascii() and text.lstrip("-").isdigit()):
+        return None
+    return int(text)
+
+
 Request = Isolate | Assign
+ComputeRequest = Threads | Copies
 
 
 @dataclass(frozen=True)
@@ -174,11 +247,13 @@ class Fix:
     """A machine-applicable form of a hint, so that tests (and tools) can apply it.
 
     `requests` replaces the placement requests of the command that produced the diagnostic
-    (None: leave them as they are); `config` is a YAML overlay to add to the config.
+    (None: leave them as they are); `compute` replaces its compute requests (`--stage-threads`,
+    `--process-copies`; None: leave them); `config` is a YAML overlay to add to the config.
     """
 
     requests: tuple[Request, ...] | None = None
     config: dict[str, Any] | None = None
+    compute: tuple[ComputeRequest, ...] | None = None
 
 
 

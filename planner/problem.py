@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from planner.compute import Compute
 from planner.pipeline import Pipeline
 from planner.requests import PlacementRequest
 from planner.topology import Baseline, tp_rank_names
@@ -22,6 +23,20 @@ class Problem:
     baseline: Baseline
     requests: tuple[PlacementRequest, ...]
     any_option: bool  # recommendations apply only when a placement option is present
+    compute: Compute | None = None  # threads and copies as asked (None: as the config declares)
+    cpus: int | None = None  # the node's CPUs that threads are counted against (None: unknown)
+
+    @functools.cached_property
+    def threads(self) -> dict[str, int]:
+        """Every stage's CPU threads."""
+        if self.compute is not None:
+            return dict(self.compute.threads)
+        return {s.name: s.threads or 1 for s in self.pipeline.stages}
+
+    def copies_of(self, process: str) -> int:
+        if self.compute is not None:
+            return self.compute.copies_of(process)
+        return dict(self.pipeline.process_copies).get(process, 1)
 
     @functools.cached_property
     def request_of(self) -> dict[str, PlacementRequest]:

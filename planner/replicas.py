@@ -4,7 +4,8 @@ A replica is the solved plan: its GPU ids are logical. Each replica lives on one
 handoffs use shared memory) and maps its logical GPUs to distinct physical GPUs there; on every
 physical GPU the fractions of all replicas add up to at most the limit (a logical GPU whose stages
 declare no fraction takes its physical GPU whole: sharing it would break the single-replica rule
-that every stage on a shared GPU declares a fraction); every process takes one CPU where the node
+that every stage on a shared GPU declares a fraction); every copy of a process group takes as
+many CPUs as its widest stage has threads (one by default) where the node
 says how many it has.
 
 Replicas never span nodes, so nodes are independent: the most replicas a node holds is proved by
@@ -51,13 +52,13 @@ class Demand:
         only its CPUs."""
         limit = to_units(plan.gpus[0].limit) if plan.gpus else SCALE
         if not gpus:
-            return cls((), plan.process_count(), limit)
+            return cls((), plan.cpu_demand(), limit)
         per_gpu = []
         for g in plan.gpus:
             on = [s for s in plan.stages if g.id in s.gpus]
             whole = any(s.fraction is None for s in on)
             per_gpu.append((g.id, limit if whole else min(limit, to_units(g.total))))
-        return cls(tuple(per_gpu), plan.process_count(), limit)
+        return cls(tuple(per_gpu), plan.cpu_demand(), limit)
 
 
 @dataclass(frozen=True)

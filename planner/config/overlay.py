@@ -1,7 +1,7 @@
 """Merging a raw overlay (a variant, a user config) onto a raw card before it is validated.
 
 A stage entry changes only the fields it gives (and `runtime` deeply); `placement` is updated key
-by key; any other key replaces the card's value.
+by key, `processes` process by process; any other key replaces the card's value.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def overlay(base: dict[str, Any], layer: dict[str, Any], source: str,
             continue  # selection keys, not pipeline content
         if key == "stages":
             _overlay_stages(base_stages, value, source, issues)
-        elif key == "placement" and isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key].update(value)
+        elif key in ("placement", "processes") and isinstance(value, dict) and isinstance(
+                out.get(key), dict):
+            out[key].update(copy.deepcopy(value))
         else:
             out[key] = copy.deepcopy(value)
     if issues and found is None:

@@ -14,6 +14,7 @@ from planner.config.keys import (
     DEFAULT_SAMPLE_RATE,
     PIPELINE_KEYS,
     PLACEMENT_KEYS,
+    PROCESS_KEYS,
     SAMPLE_RATES,
 )
 from planner.config.stage_schema import read_stage
@@ -26,6 +27,7 @@ from planner.config.values import (
     read_fraction,
 )
 from planner.errors import ConfigError, ConfigIssue
+from planner.limits import MAX_COPIES, shown
 from planner.pipeline import EdgeResources, Pipeline, PlacementPolicy, StageConfig
 
 
@@ -86,6 +88,7 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
     policy = _check_placement(scope, raw.get("placement"))
     sample_rate = _check_sample_rate(scope, raw.get("sample_rate"))
     voices = _check_voices(scope, raw.get("voices"))
+    copies = _check_processes(scope, raw.get("processes"))
     if scope.issues:
         raise ConfigError(scope.issues)
     return Pipeline(
@@ -101,6 +104,7 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
         source=source,
         sample_rate=sample_rate,
         voices=voices,
+        process_copies=copies,
     )
 
 
@@ -323,3 +327,31 @@ def _check_voices(scope: _Scope, value: Any) -> tuple[str, ...]:
     scope.issue("voices", f"got {describe(value)}",
                 "a non-empty list of voice names, e.g. [joe]; leave it out to accept any voice")
     return ()
+
+
+def _check_processes(scope: _Scope, value: Any) -> tuple[tuple[str, int], ...]:
+    """`processes: {NAME: {copies: N}}`. A name no stage runs in is allowed (a variant or a
+    placement flag may create that process); it then has no effect."""
+    if value is None:
+        return ()
+    example = "e.g. processes: {vocoder: {copies: 2}}"
+    if not isinstance(value, dict):
+        scope.issue("processes", f"got {describe(value)}", f"a mapping of process name -> "
+                    f"{{copies: N}}, {example}")
+        return ()
+    out = []
+    for name, entry in value.items():
+        key = f"processes.{name}"
+        if not check_name(name, scope.source, key, scope.issues, "process", process=True):
+            continue
+        if not isinstance(entry, dict):
+            scope.issue(key, f"got {describe(entry)}", f"a mapping with copies, {example}")
+            continue
+        check_keys(entry, PROCESS_KEYS, scope.source, key, scope.issues)
+        n = entry.get("copies", 1)
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_COPIES:
+            scope.issue(f"{key}.copies", f"got {shown(n)}",
+                        f"a whole number of copies from 1 to {MAX_COPIES}, {example}")
+            continue
+        out.append((name, n))
+    return tuple(out)

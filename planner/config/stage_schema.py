@@ -17,7 +17,7 @@ from planner.config.values import (
     read_fraction,
 )
 from planner.errors import ConfigIssue
-from planner.limits import MAX_GPU_ID, MAX_TP_SIZE, shown
+from planner.limits import MAX_GPU_ID, MAX_THREADS, MAX_TP_SIZE, shown
 from planner.pipeline import StageConfig
 
 _GPU_ALLOWED = "a GPU id (int), a list of ids for tensor parallelism, or null"
@@ -59,6 +59,7 @@ def read_stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> Stag
     factory = _factory(fields, raw.get("factory"))
     args = _args(fields, raw.get("args"))
     stage_fraction = _runtime_fraction(fields, raw.get("runtime"))
+    threads = _threads(fields, raw.get("threads"))
     return StageConfig(
         name=name,
         process=process or None,
@@ -71,7 +72,20 @@ def read_stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> Stag
         factory=factory,
         args=tuple(sorted(args.items())),
         fraction=stage_fraction,
+        threads=threads,
     )
+
+
+def _threads(fields: _Fields, threads: Any) -> int | None:
+    """The stage's CPU intra-op threads in each copy of its process (None: not declared)."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int) or not (
+            1 <= threads <= MAX_THREADS):
+        fields.issue("threads", f"got {shown(threads)}",
+                     f"a whole number of CPU threads from 1 to {MAX_THREADS}, e.g. threads: 2")
+        return None
+    return threads
 
 
 def _example_ids(n: int) -> str:

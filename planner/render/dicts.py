@@ -8,42 +8,66 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from planner.pipeline import Pipeline
-from planner.plan import Assign, Diagnostic, Fix, Isolate, Plan, PlanWarning, Request, Result
+from planner.plan import (
+    Assign,
+    ComputeRequest,
+    Copies,
+    Diagnostic,
+    Fix,
+    Isolate,
+    Plan,
+    PlanWarning,
+    Request,
+    Result,
+    Threads,
+)
 from planner.flags import flags
 
 if TYPE_CHECKING:
     from planner.cards import Card
 
 
-def request_dict(r: Request) -> dict[str, Any]:
+def request_dict(r: Request | ComputeRequest) -> dict[str, Any]:
     match r:
         case Isolate(stage=stage):
             return {"isolate": stage}
         case Assign(stage=stage, process=process):
             return {"assign": {"stage": stage, "process": process}}
+        case Threads(stage=stage, count=count):
+            return {"threads": {"stage": stage, "count": count}}
+        case Copies(process=process, count=count):
+            return {"copies": {"process": process, "count": count}}
     raise TypeError(f"not a placement request: {r!r}")
 
 
-def request_from_dict(data: dict[str, Any]) -> Request:
+def request_from_dict(data: dict[str, Any]) -> Request | ComputeRequest:
     """The inverse of `request_dict`."""
     if set(data) == {"isolate"}:
         return Isolate(str(data["isolate"]))
     if set(data) == {"assign"}:
         return Assign(str(data["assign"]["stage"]), str(data["assign"]["process"]))
+    if set(data) == {"threads"}:
+        return Threads(str(data["threads"]["stage"]), int(data["threads"]["count"]))
+    if set(data) == {"copies"}:
+        return Copies(str(data["copies"]["process"]), int(data["copies"]["count"]))
     raise ValueError(f"not a placement request: {data!r}")
 
 
 def fix_dict(fix: Fix) -> dict[str, Any]:
-    return {
+    out = {
         "flags": None if fix.requests is None else list(flags(fix.requests)),
         "requests": None if fix.requests is None else [request_dict(r) for r in fix.requests],
         "config": fix.config,
     }
+    if fix.compute is not None:
+        out["compute_flags"] = list(flags(fix.compute))
+        out["compute"] = [request_dict(r) for r in fix.compute]
+    return out
 
 
 def _plain(value: Any) -> Any:
     """A typed conflict's fields as JSON values: requests as request dicts, tuples as lists."""
-    if isinstance(value, (Isolate, Assign)):
+    if isinstance(value, (Isolate, Assign, Threads, Copies)):
         return request_dict(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -97,7 +121,8 @@ def result_dict(result: Result) -> dict[str, Any]:
         "status": result.status,
         "changed": result.changed,
         "groups": [
-            {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed}
+            {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed,
+             "copies": g.copies}
             for g in (plan.groups if plan else ())
         ],
         "tp_processes": _tp_dict(plan),
@@ -109,9 +134,13 @@ def result_dict(result: Result) -> dict[str, Any]:
                 "tp_size": s.tp_size,
                 "fraction": s.fraction,
                 "fraction_source": s.fraction_source,
+                "threads": s.threads,
             }
             for s in (plan.stages if plan else ())
         ],
+        "cpu": None if plan is None or plan.cpu is None else {
+            "threads": plan.cpu.threads, "cpus": plan.cpu.cpus,
+            "oversubscribed": plan.cpu.oversubscribed},
         "gpus": [
             {
                 "id": g.id,
@@ -161,7 +190,8 @@ def show_dict(pipeline: Pipeline, plan: Plan) -> dict[str, Any]:
         "variant": pipeline.variant,
         "stages": [
             {"name": s.name, "process": plan.stage(s.name).process, "gpu": plan.stage(s.name).gpu,
-             "tp_size": s.tp_size, "fraction": s.fraction, "factory": s.factory}
+             "tp_size": s.tp_size, "fraction": s.fraction, "factory": s.factory,
+             "threads": plan.stage(s.name).threads}
             for s in pipeline.stages
         ],
         "handoffs": [
@@ -170,7 +200,8 @@ def show_dict(pipeline: Pipeline, plan: Plan) -> dict[str, Any]:
              "reason": pipeline.unsupported_reason((u, v))}
             for (u, v), k in handoffs.items()
         ],
-        "groups": [{"name": g.name, "stages": list(g.stages), "gpu": g.gpu} for g in plan.groups],
+        "groups": [{"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "copies": g.copies}
+                   for g in plan.groups],
         "tp_processes": {p.stage: [q.name for q in plan.tp_processes if q.stage == p.stage]
                          for p in plan.tp_processes},
         "gpus": [{"id": g.id, "total": g.total, "limit": g.limit, "processes": list(g.processes),

@@ -19,11 +19,14 @@ def plan_dot(plan: Plan, pipeline: Pipeline | None = None) -> str:
     for i, g in enumerate(plan.groups):
         gpu = "CPU" if g.gpu is None else f"GPU {g.gpu}"
         lines.append(f"  subgraph cluster_{i} {{")
-        lines.append(f"    label={_dot_id(f'{g.name} ({gpu})')};")
+        copies = f" x{g.copies} copies" if g.copies > 1 else ""
+        lines.append(f"    label={_dot_id(f'{g.name} ({gpu}){copies}')};")
         if g.changed:
             lines.append("    style=bold;")
         for s in g.stages:
-            lines.append(f"    {_dot_id(s)};")
+            n = plan.stage(s).threads
+            label = f" [label={_dot_id(f'{s} ({n} threads)')}]" if n > 1 else ""
+            lines.append(f"    {_dot_id(s)}{label};")
         lines.append("  }")
     for i, p in enumerate(plan.tp_processes):
         lines.append(f"  subgraph cluster_tp_{i} {{ label={_dot_id(f'{p.name} (GPU {p.gpu})')}; "

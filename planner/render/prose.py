@@ -16,13 +16,14 @@ from planner.conflicts import (
     InsufficientCapacity,
     IsolationConflict,
     MissingFraction,
+    OverCpus,
     OverLimit,
     RankNameTaken,
     SharedRankNames,
     SpansGpus,
     UnsupportedHandoff,
 )
-from planner.plan import Isolate, Request
+from planner.plan import Isolate, Request, Threads
 from planner.flags import flag, flags
 
 
@@ -85,7 +86,9 @@ def describe(c: Conflict) -> Prose:
             return Prose(f"stage {c.stage} gets conflicting recommended fractions ({listed})",
                          tuple(because), placement_hint(c.nearest, "split only one of those handoffs"))
         case OverLimit():
-            parts = ", ".join(f"{s} {v:g}" for s, v in c.fractions)
+            times = dict(c.copies)
+            parts = ", ".join(f"{s} {v:g}" + (f" in each of {times[s]} copies" if s in times
+                                                else "") for s, v in c.fractions)
             because = because_requests(c.requests) + [
                 f"the stages on GPU {c.gpu} take {parts}, together {c.total:.3f}",
                 f"placement.max_total_gpu_memory_fraction_per_gpu is {c.limit:.3f}"]
@@ -94,6 +97,8 @@ def describe(c: Conflict) -> Prose:
                 f"{c.limit:.3f} by {c.excess:.3f}", tuple(because),
                 f"shrink GPU {c.gpu} by at least {c.excess:.3f}; "
                 + config_hint(c.card, fractions_yaml(c.proposal)))
+        case OverCpus():
+            return _over_cpus(c)
         case SpansGpus():
             placed = ", ".join(f"{s} (GPU {g})" for s, g in c.placed)
             because = because_requests(c.requests) + [
@@ -237,3 +242,20 @@ def _insufficient(c: InsufficientCapacity) -> Prose:
     return Prose(f"{_count(c.requested, 'replica')} of {c.model} {verb} not fit on {c.cluster}: "
                  f"at most {c.most} {'does' if c.most == 1 else 'do'}", tuple(because),
                  "; ".join(hints))
+
+
+def _over_cpus(c: OverCpus) -> Prose:
+    set_by = {type(r): f"`{flag(r)}`" for r in c.asked}
+    threads_from = set_by.get(Threads, "the config" if c.threads > 1 else "the default")
+    copies_from = next((v for k, v in set_by.items() if k is not Threads),
+                       "the config" if c.copies > 1 else "the default")
+    because = because_requests(c.placement) + [
+        f"{c.stage} runs {c.threads} thread{'s' if c.threads != 1 else ''} ({threads_from}) in "
+        f"each of {c.copies} cop{'ies' if c.copies != 1 else 'y'} of process {c.process} "
+        f"({copies_from}): {c.threads * c.copies} threads that may all be busy at once",
+        f"the node has {c.cpus} CPU{'s' if c.cpus != 1 else ''}"]
+    kept = [r for r in c.asked if type(r) is not type(c.proposal)]
+    return Prose(
+        f"stage {c.stage} would run {c.threads * c.copies} threads at once on {c.cpus} CPUs",
+        tuple(because),
+        f"ask for what fits: run with {quoted(tuple(kept) + (c.proposal,))}")

@@ -31,12 +31,22 @@ def usage_bar(total: float, limit: float) -> Text:
     return bar
 
 
+def group_threads(plan: Plan, stages: tuple[str, ...]) -> str:
+    """`1` when every stage of the group has as many threads, else each stage's count."""
+    counts = [plan.stage(s).threads for s in stages]
+    if len(set(counts)) == 1:
+        return str(counts[0])
+    return ", ".join(f"{s} {n}" for s, n in zip(stages, counts))
+
+
 def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
     t = Table(title="process groups", title_justify="left", show_lines=False)
     t.add_column("process", style="bold")
     t.add_column("stages")
     t.add_column("GPU", justify="right")
     t.add_column("fractions")
+    t.add_column("threads")
+    t.add_column("copies", justify="right")
     if show_changed:
         t.add_column("changed")
     for g in plan.groups:
@@ -44,18 +54,23 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
             f"{s} {_frac(plan.stage(s).fraction)}" + (
                 "*" if plan.stage(s).fraction_source == "recommended" else "")
             for s in g.stages if plan.stage(s).gpus)
-        row = [g.name, ", ".join(g.stages), "CPU" if g.gpu is None else str(g.gpu), fr or "-"]
+        row = [g.name, ", ".join(g.stages), "CPU" if g.gpu is None else str(g.gpu), fr or "-",
+               group_threads(plan, g.stages), str(g.copies)]
         if show_changed:
             row.append("yes" if g.changed else "")
         t.add_row(*row)
     for p in plan.tp_processes:
         s = plan.stage(p.stage)
         row = [p.name, f"{p.stage} (TP rank {p.rank}/{s.tp_size})", str(p.gpu),
-               f"{p.stage} {_frac(s.fraction)}"]
+               f"{p.stage} {_frac(s.fraction)}", str(s.threads), "1"]
         if show_changed:
             row.append("")
         t.add_row(*row)
     out: list[Any] = [t]
+    if plan.cpu is not None and plan.cpu.cpus is not None:
+        over = " (oversubscribed)" if plan.cpu.oversubscribed and plan.cpu.asked else ""
+        out.append(Text(f"CPU threads: {plan.cpu.threads} on {plan.cpu.cpus} CPUs, every copy "
+                        f"counted{over}", style="yellow" if over else "dim"))
     if plan.gpus:
         gt = Table(title="GPU memory (fractions)", title_justify="left")
         gt.add_column("GPU", justify="right")
@@ -165,12 +180,13 @@ def replica_tables(result: Result) -> list[Any]:
 def render_show(console: Console, pipeline: Pipeline, plan: Plan) -> None:
     console.print(Text.assemble((pipeline.name, "bold"), f" (variant {pipeline.variant})"))
     st = Table(title="stages", title_justify="left")
-    for col in ("stage", "process", "GPU", "tp", "fraction", "factory"):
+    for col in ("stage", "process", "GPU", "tp", "fraction", "threads", "factory"):
         st.add_column(col)
     for s in pipeline.stages:
         p = plan.stage(s.name)
         gpu = "CPU" if not s.gpus else ", ".join(map(str, s.gpus))
-        st.add_row(s.name, p.process, gpu, str(s.tp_size), _frac(s.fraction), s.factory or "-")
+        st.add_row(s.name, p.process, gpu, str(s.tp_size), _frac(s.fraction), str(p.threads),
+                   s.factory or "-")
     console.print(st)
     ht = Table(title="handoffs", title_justify="left")
     for col in ("edge", "kind", "across processes"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from planner.rules import (
     conflicting_recommendation,
+    cpu_limit,
     fusion,
     gpu_limit,
     isolation,
@@ -30,13 +31,15 @@ REGISTRY: tuple[RuleKind, ...] = (
     missing_fraction.RULE,
     isolation.RULE,
     fusion.RULE,
+    cpu_limit.RULE,
 )
 BY_KIND: dict[str, RuleKind] = {r.kind: r for r in REGISTRY}
 # A request is not a rule: it is what a core blames.
 REQUEST = "request"
 
 # Codes that only request parsing and config loading produce, before any rule is checked.
-REQUEST_CODES = ("invalid-assignment", "unknown-stage", "duplicate-assignment", "tp-stage")
+REQUEST_CODES = ("invalid-assignment", "unknown-stage", "duplicate-assignment", "tp-stage",
+                 "invalid-compute")
 CONFIG_CODES = ("invalid-config",)
 
 

@@ -1,7 +1,7 @@
 """over-limit: the fractions on one GPU add up to at most the placement limit.
 
 Counted per GPU, also when one process holds every stage on it; a TP stage's fraction counts on
-each of its GPUs."""
+each of its GPUs, and a stage's fraction counts once for every copy of the process it runs in."""
 
 from __future__ import annotations
 
@@ -17,6 +17,27 @@ CODE = "over-limit"
 STATEMENT = "the fractions on one GPU add up to at most the placement limit"
 
 
+def _copies(model, s: str) -> dict[str, int]:
+    """How many copies each process the stage may run in has (a TP rank: one)."""
+    return {proc: model.problem.copies_of(proc) for proc in model.domains.get(s, ())} or {"": 1}
+
+
+def _with_copies(model, s: str):
+    """The stage's fraction counted once per copy of the process the solver puts it in."""
+    copies = _copies(model, s)
+    frac = model.frac[s]
+    if len(set(copies.values())) == 1:
+        return next(iter(copies.values())) * frac
+    m = model.model
+    parts = []
+    for proc, n in copies.items():
+        z = m.new_int_var(0, n * SCALE, f"copied[{s},{proc}]")
+        m.add(z == n * frac).only_enforce_if(model.x[s, proc])
+        m.add(z == 0).only_enforce_if(~model.x[s, proc])
+        parts.append(z)
+    return sum(parts)
+
+
 def encode(model) -> None:
     p, m = model.problem, model.model
     for g in p.gpu_ids:
@@ -24,14 +45,15 @@ def encode(model) -> None:
         most = 0  # the largest total any placement could give this GPU
         for s in on_stages:
             spec = p.pipeline.stage(s)
+            n = max(_copies(model, s).values())
             if spec.fraction is not None:
-                most += to_units(spec.fraction)
+                most += n * to_units(spec.fraction)
             else:
-                most += max((u for _, u in p.recommendations.get(s, ())), default=0)
+                most += n * max((u for _, u in p.recommendations.get(s, ())), default=0)
         if most <= p.limit_units:
             continue
         lit = model.literal(Rule("limit", gpu=g))
-        total = sum(model.frac[s] for s in on_stages)
+        total = sum(_with_copies(model, s) for s in on_stages)
         if isinstance(total, int):  # every fraction declared: the rule is simply violated
             m.add_bool_or([~lit])
         else:
@@ -39,12 +61,14 @@ def encode(model) -> None:
 
 
 def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, Fix | None]:
+    p = ctx.problem
     values = ctx.fractions_when_requested(rule.gpu)
-    total = sum(values.values())
-    limit = ctx.problem.limit_units
-    # Shrink the largest fraction by the excess (rounded up to 0.001), or all proportionally.
-    step = math.ceil((total - limit) / 1000) * 1000
-    biggest = max(values, key=lambda s: (values[s], s))
+    copies = {s: p.copies_of(p.target[s]) if s in p.target else 1 for s in values}
+    total = sum(copies[s] * u for s, u in values.items())
+    limit = p.limit_units
+    # Shrink the largest share by the excess (rounded up to 0.001), or all proportionally.
+    biggest = max(values, key=lambda s: (copies[s] * values[s], s))
+    step = math.ceil((total - limit) / copies[biggest] / 1000) * 1000
     if values[biggest] - step > 0:
         new = {biggest: (values[biggest] - step) / SCALE}
     else:
@@ -53,7 +77,8 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
     conflict = OverLimit(
         gpu=rule.gpu, fractions=tuple((s, u / SCALE) for s, u in values.items()),
         total=total / SCALE, limit=limit / SCALE, requests=ctx.blames(core),
-        proposal=tuple(new.items()), card=ctx.card_target())
+        proposal=tuple(new.items()), card=ctx.card_target(),
+        copies=tuple((s, n) for s, n in copies.items() if n > 1))
     return conflict, Fix(config=fraction_overlay(new))
 
 

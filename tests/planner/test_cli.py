@@ -63,7 +63,8 @@ def test_solve_ok_json_shape():
     assert set(data) >= {"model", "variant", "status", "changed", "groups", "tp_processes", "stages",
                          "gpus", "warnings", "diagnostics"}
     assert data["status"] == "ok" and data["changed"] is True
-    assert data["groups"][1] == {"name": "vocoder", "stages": ["vocoder"], "gpu": 0, "changed": True}
+    assert data["groups"][1] == {"name": "vocoder", "stages": ["vocoder"], "gpu": 0, "changed": True,
+                                 "copies": 1}
     voc = next(s for s in data["stages"] if s["name"] == "vocoder")
     assert voc["fraction"] == 0.1 and voc["fraction_source"] == "recommended"
     assert data["gpus"][0]["total"] == 0.95 and data["gpus"][0]["processes"] == ["pipeline", "vocoder"]

@@ -11,7 +11,7 @@ from typing import Literal
 
 from planner.flags import from_options
 from planner.limits import MAX_COUNT
-from planner.plan import Request
+from planner.plan import ComputeRequest, Request
 
 MAX_QUEUED = 1_000_000
 
@@ -88,6 +88,12 @@ def add_placement_args(p: argparse.ArgumentParser) -> None:
                         "`vocoder` works too)")
     p.add_argument("--stage-process", action="append", default=[], metavar="STAGE=PROCESS",
                    help="place STAGE in PROCESS; repeat one PROCESS to group stages (repeatable)")
+    p.add_argument("--stage-threads", action="append", default=[], metavar="STAGE=N",
+                   help="give STAGE N CPU intra-op threads in each copy of its process "
+                        "(repeatable; default: the config's `threads`, else 1)")
+    p.add_argument("--process-copies", action="append", default=[], metavar="PROCESS=N",
+                   help="run N copies of process group PROCESS (or of the group holding a "
+                        "stage of that name); each request uses one copy (repeatable)")
 
 
 def add_scale_args(p: argparse.ArgumentParser, cluster: bool = True) -> None:
@@ -132,13 +138,17 @@ class PlacementFlags:
 
     isolate: tuple[str, ...]
     stage_process: tuple[str, ...]
+    stage_threads: tuple[str, ...] = ()
+    process_copies: tuple[str, ...] = ()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PlacementFlags:
-        return cls(tuple(args.isolate_stage), tuple(args.stage_process))
+        return cls(tuple(args.isolate_stage), tuple(args.stage_process),
+                   tuple(args.stage_threads), tuple(args.process_copies))
 
-    def requests(self) -> tuple[Request, ...]:
-        return from_options(self.isolate, self.stage_process)
+    def requests(self) -> tuple[Request | ComputeRequest, ...]:
+        return from_options(self.isolate, self.stage_process, self.stage_threads,
+                            self.process_copies)
 
 
 @dataclass(frozen=True)

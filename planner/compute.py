@@ -1,0 +1,138 @@
+"""Compute as a placed resource: CPU threads per stage and copies per process group.
+
+A stage's threads are the CPU intra-op threads of its one call (onnxruntime's or torch's), in
+every copy of its process; a group's copies are separate OS processes running the same stages,
+each request using one copy of each group for its life. Each value comes from, first to last: a
+flag (`--stage-threads STAGE=N`, `--process-copies PROCESS=N`), the config (a stage's `threads`,
+`processes: {NAME: {copies: N}}`), else 1.
+
+Request errors (malformed, unknown stage or process, out of range) are diagnostics, as the
+placement requests' are; whether the values fit the node's CPUs is a placement rule
+(`planner.rules.cpu_limit`), since it depends on where the solver puts each stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from planner.flags import COPIES, THREADS, flag
+from planner.limits import MAX_COPIES, MAX_THREADS
+from planner.pipeline import Pipeline
+from planner.plan import ComputeRequest, Copies, Diagnostic, Threads
+
+CODE = "invalid-compute"
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Threads and copies as asked, resolved against one pipeline and its requested processes."""
+
+    threads: Mapping[str, int]  # every stage
+    copies: Mapping[str, int]  # process name -> copies, where more than one was asked
+    thread_flags: Mapping[str, Threads]  # stage -> the flag that set its threads
+    copy_flags: Mapping[str, Copies]  # process -> the flag that set its copies
+
+    def copies_of(self, process: str) -> int:
+        return self.copies.get(process, 1)
+
+    @property
+    def asked(self) -> bool:
+        """More than the default one thread a stage, one copy a group, somewhere."""
+        return any(n > 1 for n in self.threads.values()) or any(
+            n > 1 for n in self.copies.values())
+
+
+def _stage_of(pipeline: Pipeline, name: str) -> str | None:
+    if name in pipeline.stage_names:
+        return name
+    return pipeline.role_target(name)
+
+
+def _bad(request: ComputeRequest, message: str, because: str, hint: str,
+         stages: tuple[str, ...] = ()) -> Diagnostic:
+    return Diagnostic(code=CODE, message=f"`{flag(request)}` {message}", stages=stages,
+                      because=(because,), hint=hint)
+
+
+def _count_problem(request: ComputeRequest, what: str, most: int, example: str) -> Diagnostic | None:
+    option = THREADS if isinstance(request, Threads) else COPIES
+    name = request.stage if isinstance(request, Threads) else request.process
+    if not name or request.text is not None and "=" not in request.text:
+        return _bad(request, f"is not {'STAGE' if option == THREADS else 'PROCESS'}=N",
+                    f"{option} reads left to right: give {what} a whole number",
+                    f"write it as `{option} {name or example}=2`")
+    if request.count is None or not 1 <= request.count <= most:
+        shown = "not a whole number" if request.count is None else f"{request.count}"
+        return _bad(request, f"asks for {shown} {what}",
+                    f"{what} are a whole number from 1 to {most}",
+                    f"write it as `{option} {name}=2`")
+    return None
+
+
+def resolve(pipeline: Pipeline, target: Mapping[str, str],
+            given: Sequence[ComputeRequest]) -> tuple[Compute, tuple[Diagnostic, ...]]:
+    """Resolve compute requests against `pipeline`, whose non-TP stages are asked to run in
+    `target` (stage -> process). Every request error is a diagnostic; valid requests still apply."""
+    diags: list[Diagnostic] = []
+    threads = {s.name: s.threads or 1 for s in pipeline.stages}
+    processes = tuple(dict.fromkeys(target.values()))
+    copies = {p: n for p, n in pipeline.process_copies if p in processes and n > 1}
+    thread_flags: dict[str, Threads] = {}
+    copy_flags: dict[str, Copies] = {}
+    example = pipeline.stage_names[-1]
+    for r in given:
+        if isinstance(r, Threads):
+            problem = _count_problem(r, "threads", MAX_THREADS, example)
+            if problem is not None:
+                diags.append(problem)
+                continue
+            stage = _stage_of(pipeline, r.stage)
+            if stage is None:
+                diags.append(Diagnostic(
+                    code="unknown-stage",
+                    message=f"`{flag(r)}` names {r.stage!r}, which is neither a stage nor a role "
+                            f"of {pipeline.name}",
+                    stages=(r.stage,),
+                    because=(f"the stages of {pipeline.name} are "
+                             f"{', '.join(pipeline.stage_names)}",),
+                    hint=f"name one of those stages, e.g. `{THREADS} {example}={r.count}`"))
+                continue
+            if stage in thread_flags:
+                diags.append(_bad(r, f"sets the threads of {stage} a second time",
+                                  f"`{flag(thread_flags[stage])}` already sets them",
+                                  f"keep one of them, e.g. `{flag(r)}`", (stage,)))
+                continue
+            threads[stage] = r.count
+            thread_flags[stage] = r
+        else:
+            problem = _count_problem(r, "copies", MAX_COPIES, processes[-1])
+            if problem is not None:
+                diags.append(problem)
+                continue
+            process = r.process
+            if process not in processes:
+                stage = _stage_of(pipeline, r.process)
+                if stage is not None and stage in target:
+                    process = target[stage]  # a stage names the group that holds it
+                elif stage is not None:
+                    diags.append(_bad(
+                        r, f"copies tensor-parallel stage {stage}",
+                        f"{stage} runs one process per rank; its ranks are not copied",
+                        f"drop `{flag(r)}`; copy the process groups around it instead", (stage,)))
+                    continue
+                else:
+                    diags.append(_bad(
+                        r, f"names {r.process!r}, which is neither a process group nor a stage",
+                        f"the process groups of this placement are {', '.join(processes)}",
+                        f"name one of them, e.g. `{COPIES} {processes[-1]}={r.count}`"))
+                    continue
+            if process in copy_flags:
+                diags.append(_bad(r, f"sets the copies of process {process} a second time",
+                                  f"`{flag(copy_flags[process])}` already sets them",
+                                  f"keep one of them, e.g. `{flag(r)}`"))
+                continue
+            copies[process] = r.count
+            copy_flags[process] = r
+    copies = {p: n for p, n in copies.items() if n > 1 or p in copy_flags}
+    return Compute(threads, copies, thread_flags, copy_flags), tuple(diags)
