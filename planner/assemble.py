@@ -110,6 +110,7 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
         terminal_stages=tuple(s for s in pl.stage_names if s not in sources),
         sample_rate=pl.sample_rate,
         voices=pl.voices,
+        model_paths=pl.model_paths,
     )
     changed = any(grp.changed for grp in groups) or any(
         s.fraction_source == "recommended" for s in stages)

@@ -69,6 +69,7 @@ class Pipeline:
     source: str = ""
     sample_rate: int = 24_000  # Hz of the terminal stage's audio (the card's `sample_rate`)
     voices: tuple[str, ...] = ()  # the voices a request may name; () = any
+    model_paths: tuple[str, ...] = ()  # the card's model paths (none for a complete pipeline)
     # Stages whose declared process a config or variant set, away from where the card puts them
     # (every stage of a complete pipeline): the lines a declared split of an unsafe edge is blamed on.
     process_lines: tuple[tuple[str, ProcessLine], ...] = ()

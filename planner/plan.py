@@ -106,6 +106,7 @@ class Plan:
     terminal_stages: tuple[str, ...] = ()  # stages with no outgoing handoff
     sample_rate: int = 24_000  # Hz of the audio the terminal stage returns (from the card)
     voices: tuple[str, ...] = ()  # the voices a request may name (from the card); () = any
+    model_paths: tuple[str, ...] = ()  # the card's model paths: other names `model` goes by
 
     def stage(self, name: str) -> PlannedStage:
         for s in self.stages:
