@@ -13,7 +13,7 @@ from typing import Any
 _EXPORTS = {
     "SAMPLE_RATE": "audio", "Audio": "audio",
     "Deployment": "deployment", "launch": "deployment",
-    "SpeechRequest": "requests",
+    "SpeechRequest": "control.request_table",
     "LaunchError": "errors", "RequestFailed": "errors", "RequestTimeout": "errors",
     "StageFailed": "errors", "Unavailable": "errors", "WorkerDied": "errors",
 }

