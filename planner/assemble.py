@@ -136,11 +136,8 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
         terminal_stages=tuple(s for s in pl.stage_names if s not in sources),
         sample_rate=pl.sample_rate,
         voices=pl.voices,
-<<<<<<< HEAD
         cpu=cpu,
-=======
         model_paths=pl.model_paths,
->>>>>>> http
     )
     changed = any(grp.changed for grp in groups) or any(
         s.fraction_source == "recommended" for s in stages) or bool(

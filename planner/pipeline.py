@@ -70,12 +70,9 @@ class Pipeline:
     source: str = ""
     sample_rate: int = 24_000  # Hz of the terminal stage's audio (the card's `sample_rate`)
     voices: tuple[str, ...] = ()  # the voices a request may name; () = any
-<<<<<<< HEAD
     # `processes: {NAME: {copies: N}}`: copies of a process group the config declares.
     process_copies: tuple[tuple[str, int], ...] = ()
-=======
     model_paths: tuple[str, ...] = ()  # the card's model paths (none for a complete pipeline)
->>>>>>> http
     # Stages whose declared process a config or variant set, away from where the card puts them
     # (every stage of a complete pipeline): the lines a declared split of an unsafe edge is blamed on.
     process_lines: tuple[tuple[str, ProcessLine], ...] = ()
