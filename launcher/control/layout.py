@@ -99,6 +99,7 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
             predecessors=tuple(sorted(preds[name], key=order.index)) or (CLIENT,),
             successors=tuple(succs[name]), device=f"cuda:{gpu}" if gpu is not None else "cpu",
             remote_inputs=any(home[p] != hosted_by for p in preds[name]),
+            threads=s.threads,
         )
 
     units: list[Unit] = []

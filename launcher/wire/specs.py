@@ -30,6 +30,7 @@ class StageSpec:
     successors: tuple[Successor, ...]
     device: str
     remote_inputs: bool = False  # some predecessor runs in another process
+    threads: int = 1  # CPU intra-op threads the plan gives the stage (offered as `threads`)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,12 @@ class WorkerSpec:
     shm_prefix: str
     inline_bytes: int = 0  # payloads up to this size travel in the message, not in a block
     tp: TpSpec | None = None
+
+    @property
+    def threads(self) -> int:
+        """The intra-op threads of the process's torch pool: its widest stage's (torch has one
+        pool per process; onnxruntime sessions take each stage's own count)."""
+        return max((s.threads for s in self.stages), default=1)
 
     def describe(self, pid: int | None) -> str:
         stages = ", ".join(s.name for s in self.stages)

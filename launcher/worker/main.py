@@ -56,6 +56,11 @@ def resolve_factory(path: str) -> Callable[..., Any]:
     return obj
 
 
+# Offered arguments the plan decides: they win over a config's `args` of the same name, so that
+# what runs is what `planner solve` showed.
+PLANNED = ("threads",)
+
+
 def build_stage(spec: StageSpec, offered: Mapping[str, Any]) -> Callable[..., Any]:
     """Call the factory with the config's args, plus each offered runtime arg it names.
 
@@ -67,7 +72,7 @@ def build_stage(spec: StageSpec, offered: Mapping[str, Any]) -> Callable[..., An
     params = inspect.signature(factory).parameters
     named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     for key, value in offered.items():
-        if key not in kwargs and key in named:
+        if key in named and (key not in kwargs or key in PLANNED):
             kwargs[key] = value
     return factory(**kwargs)
 
@@ -106,6 +111,7 @@ class Worker:
                 "total_gpu_memory_fraction": spec.memory_fraction,
                 "stage_name": stage.name,
                 "process_name": spec.name,
+                "threads": stage.threads,
             }
             if spec.tp is not None:
                 offered |= {"tp_rank": spec.tp.rank, "tp_size": spec.tp.world_size}
@@ -186,7 +192,7 @@ def main(spec: WorkerSpec, channel: Channel) -> None:
     channel.to_supervisor(Started(os.getpid()))
     # Ctrl-C reaches the whole process group; the supervisor decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
+    torch.set_num_threads(spec.threads)
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:
