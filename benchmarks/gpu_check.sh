@@ -20,3 +20,34 @@ LAUNCHER_TEST_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider \
 
 echo "== memory fraction enforcement"
 "$PY" -m pytest -q -s -p no:cacheprovider tests/launcher/test_cuda.py
+
+echo "== GPU compute share (CUDA MPS active-thread percentage)"
+"$PY" -m pytest -q -p no:cacheprovider tests/launcher/test_gpu_share.py
+# Enforced only by an MPS daemon; this check never starts or stops one (the device's settings
+# are left as they are). With one running, a compute-bound loop at a 25% share must take clearly
+# longer than at 100%.
+if pgrep -f nvidia-cuda-mps-control >/dev/null 2>&1; then
+    "$PY" - <<'PY'
+import subprocess, sys
+probe = r'''
+import sys, time
+from launcher.worker import gpu_share
+gpu_share.apply(int(sys.argv[1]))
+import torch
+a = torch.randn(8192, 8192, device="cuda")
+torch.cuda.synchronize()
+t = time.perf_counter()
+for _ in range(20):
+    a @ a
+torch.cuda.synchronize()
+print(time.perf_counter() - t)
+'''
+times = {p: float(subprocess.run([sys.executable, "-c", probe, str(p)], check=True,
+                                 capture_output=True, text=True).stdout) for p in (100, 25)}
+print(f"20 matmuls of 8192^2: {times[100]:.3f} s at 100%, {times[25]:.3f} s at 25% "
+      f"(x{times[25] / times[100]:.2f})")
+assert times[25] > 1.5 * times[100], "the 25% share was not enforced"
+PY
+else
+    echo "skipped: no MPS daemon runs here (nvidia-cuda-mps-control -d starts one); the share is set, not enforced"
+fi

@@ -48,6 +48,7 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
             factory=s.factory,
             args=s.args,
             threads=problem.threads[s.name],
+            gpu_compute_fraction=s.gpu_compute_fraction if s.on_gpu else None,
         ))
 
     declared = {(name, members) for name, members in groups_of(problem, problem.baseline.process)}

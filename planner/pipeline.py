@@ -20,6 +20,9 @@ class StageConfig:
     args: tuple[tuple[str, Any], ...] = ()
     fraction: float | None = None  # runtime.resources.total_gpu_memory_fraction
     threads: int | None = None  # CPU intra-op threads the config gives it (None: not declared)
+    # runtime.resources.gpu_compute_fraction: the share of its GPU's compute (CUDA MPS's active
+    # threads) the stage's process may use; None: the whole GPU.
+    gpu_compute_fraction: float | None = None
 
     @property
     def is_tp(self) -> bool:

@@ -45,6 +45,7 @@ class PlannedStage:
     factory: str | None
     args: tuple[tuple[str, Any], ...] = ()  # keyword arguments for the factory, from the config
     threads: int = 1  # CPU intra-op threads of the stage, in each copy of its process
+    gpu_compute_fraction: float | None = None  # share of its GPU's compute; None: all of it
 
     @property
     def gpu(self) -> int | list[int] | None:

@@ -4,7 +4,9 @@ re-decides it."""
 
 from __future__ import annotations
 
+import math
 import socket
+from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -45,6 +47,16 @@ def resolve_device(requested: str) -> tuple[str, str | None]:
         return "cuda", None
     return "cpu", ("CUDA is not available: running every stage on CPU "
                    "(GPU ids and memory fractions are not enforced)")
+
+
+def gpu_compute_percentage(shares: Iterable[float | None]) -> int | None:
+    """CUDA MPS's active-thread percentage for a process whose GPU stages take `shares` of the
+    GPU's compute (None: a stage with no share takes the whole GPU, so the process does)."""
+    shares = list(shares)
+    if not shares or any(s is None for s in shares):
+        return None
+    # Rounded up: a stage never gets less than its share; MPS takes 1-100.
+    return max(1, min(100, math.ceil(round(100 * sum(shares), 6))))
 
 
 def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any],
@@ -108,10 +120,12 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
         gpu = cuda_index(group.gpu)
         fractions = [plan.stage(s).fraction for s in stages
                      if plan.stage(s).gpus and plan.stage(s).fraction is not None]
+        shares = [plan.stage(s).gpu_compute_fraction for s in stages if plan.stage(s).gpus]
         units.append(Unit(group.name, (WorkerSpec(
             name=group.name, stages=tuple(spec(s) for s in stages), gpu=gpu,
             memory_fraction=round(sum(fractions), 6) if gpu is not None and fractions else None,
             shm_prefix=shm_prefix, inline_bytes=inline_bytes,
+            gpu_compute_percentage=gpu_compute_percentage(shares) if gpu is not None else None,
         ),)))
     backend = "nccl" if cuda else "gloo"
     ranks: dict[str, list[WorkerSpec]] = {}
@@ -122,6 +136,8 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
             name=tp.name, stages=(spec(tp.stage, tp.rank),), gpu=gpu,
             memory_fraction=s.fraction if gpu is not None else None, shm_prefix=shm_prefix,
             inline_bytes=inline_bytes, tp=TpSpec(tp.rank, s.tp_size, "", backend),
+            gpu_compute_percentage=gpu_compute_percentage([s.gpu_compute_fraction])
+            if gpu is not None else None,
         ))
     units += [Unit(f"tp:{stage}", tuple(workers)) for stage, workers in ranks.items()]
     return Layout(tuple(units), home, entry)

@@ -50,6 +50,7 @@ class WorkerSpec:
     shm_prefix: str
     inline_bytes: int = 0  # payloads up to this size travel in the message, not in a block
     tp: TpSpec | None = None
+    gpu_compute_percentage: int | None = None  # CUDA MPS active threads; None: the whole GPU
 
     @property
     def threads(self) -> int:

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from launcher.wire import ipc
-from launcher.worker import tp
+from launcher.worker import gpu_share, tp
 from launcher.wire.backend import Channel
 from launcher.wire.protocol import (
     BuildError, Building, Cancel, Deliver, Free, PeerGone, Ready, Started, Stats, Stop,
@@ -91,6 +91,7 @@ class Worker:
         threading.Thread(target=self._dispatch, name="receiver", daemon=True).start()
         spec = self.spec
         if spec.gpu is not None:
+            gpu_share.apply(spec.gpu_compute_percentage)  # before the CUDA context exists
             torch.cuda.set_device(spec.gpu)
             if spec.memory_fraction is not None:
                 # Enforced, not just accounted: the caching allocator refuses to grow past this.

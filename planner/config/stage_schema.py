@@ -58,7 +58,7 @@ def read_stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> Stag
     terminal, nxt = _terminal_and_next(fields, raw.get("terminal", False), raw.get("next"))
     factory = _factory(fields, raw.get("factory"))
     args = _args(fields, raw.get("args"))
-    stage_fraction = _runtime_fraction(fields, raw.get("runtime"))
+    stage_fraction, compute_fraction = _runtime_resources(fields, raw.get("runtime"))
     threads = _threads(fields, raw.get("threads"))
     return StageConfig(
         name=name,
@@ -73,6 +73,7 @@ def read_stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> Stag
         args=tuple(sorted(args.items())),
         fraction=stage_fraction,
         threads=threads,
+        gpu_compute_fraction=compute_fraction,
     )
 
 
@@ -180,22 +181,25 @@ def _args(fields: _Fields, args: Any) -> dict[str, Any]:
     return args
 
 
-def _runtime_fraction(fields: _Fields, runtime: Any) -> float | None:
-    """`runtime.resources.total_gpu_memory_fraction`, the stage's declared GPU memory share."""
+def _runtime_resources(fields: _Fields, runtime: Any) -> tuple[float | None, float | None]:
+    """`runtime.resources`: the stage's declared GPU memory share
+    (`total_gpu_memory_fraction`) and GPU compute share (`gpu_compute_fraction`)."""
     if runtime is None:
-        return None
+        return None, None
     if not isinstance(runtime, dict):
         fields.issue("runtime", f"got {describe(runtime)}", "a mapping with resources")
-        return None
+        return None, None
     check_keys(runtime, ("resources",), fields.source, f"{fields.key}.runtime", fields.issues)
     res = runtime.get("resources")
     if res is None:
-        return None
+        return None, None
     if not isinstance(res, dict):
         fields.issue("runtime.resources", f"got {describe(res)}",
-                     "a mapping with total_gpu_memory_fraction")
-        return None
-    check_keys(res, ("total_gpu_memory_fraction",), fields.source,
-               f"{fields.key}.runtime.resources", fields.issues)
-    return read_fraction(res.get("total_gpu_memory_fraction"), fields.source,
-                         f"{fields.key}.runtime.resources.total_gpu_memory_fraction", fields.issues)
+                     "a mapping with total_gpu_memory_fraction and/or gpu_compute_fraction")
+        return None, None
+    keys = ("total_gpu_memory_fraction", "gpu_compute_fraction")
+    check_keys(res, keys, fields.source, f"{fields.key}.runtime.resources", fields.issues)
+    memory, compute = (read_fraction(res.get(k), fields.source,
+                                     f"{fields.key}.runtime.resources.{k}", fields.issues)
+                       for k in keys)
+    return memory, compute

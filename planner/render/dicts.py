@@ -135,6 +135,7 @@ def result_dict(result: Result) -> dict[str, Any]:
                 "fraction": s.fraction,
                 "fraction_source": s.fraction_source,
                 "threads": s.threads,
+                "gpu_compute_fraction": s.gpu_compute_fraction,
             }
             for s in (plan.stages if plan else ())
         ],

@@ -52,7 +52,9 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
     for g in plan.groups:
         fr = ", ".join(
             f"{s} {_frac(plan.stage(s).fraction)}" + (
-                "*" if plan.stage(s).fraction_source == "recommended" else "")
+                "*" if plan.stage(s).fraction_source == "recommended" else "") + (
+                f" (compute {_frac(plan.stage(s).gpu_compute_fraction)})"
+                if plan.stage(s).gpu_compute_fraction is not None else "")
             for s in g.stages if plan.stage(s).gpus)
         row = [g.name, ", ".join(g.stages), "CPU" if g.gpu is None else str(g.gpu), fr or "-",
                group_threads(plan, g.stages), str(g.copies)]
