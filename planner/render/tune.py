@@ -27,6 +27,9 @@ def _recommended(choice: Choice, verdict: Verdict | None) -> Candidate | None:
 
 def verdict_line(choice: Choice, verdict: Verdict) -> str:
     pick = choice.ranked[0]
+    if verdict.best == 0 and verdict.served == 1:
+        return (f"verified: only {pick.name} was served, so nothing was compared "
+                "(a larger --verify K serves more)")
     if verdict.best == 0:
         return f"verified: {pick.name} measured best of the {verdict.served} served"
     other = choice.ranked[verdict.best]
