@@ -146,7 +146,8 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                       diagnostics=diagnostics)
     plan, warnings, changed = build_plan(problem, assignment)
     return Result(model=pipeline.name, variant=pipeline.variant, status="ok", changed=changed,
-                  plan=plan, warnings=warnings, diagnostics=diagnostics)
+                  plan=plan, warnings=warnings, diagnostics=diagnostics,
+                  declared_by=pipeline.declared_by)
 
 
 def declared_plan(pipeline: Pipeline | str, variant: str | None = None) -> Plan:

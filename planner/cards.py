@@ -152,8 +152,11 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
             raise ConfigError(skipped + err.issues) from None
         if skipped:
             raise ConfigError(skipped)
-        return replace(pipeline, over_card=True, process_lines=overlay_lines(
-            pipeline, card.raw["stages"], [*_variant_layer(card, chosen), (source, user)]))
+        lines = overlay_lines(pipeline, card.raw["stages"],
+                              [*_variant_layer(card, chosen), (source, user)])
+        moved = any(line.source == source for _, line in lines)
+        return replace(pipeline, over_card=True, process_lines=lines,
+                       declared_by="config" if moved else "card")
 
     if model_path is None:
         raise ConfigError(ConfigIssue("command line", "", "no model given",
@@ -161,7 +164,7 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
     card = find_card(model_path)
     base, chosen = card_pipeline_raw(card, variant)
     pipeline = build_pipeline(base, name=card.name, variant=chosen, source=f"card {card.name}")
-    return replace(pipeline, over_card=True, process_lines=overlay_lines(
+    return replace(pipeline, over_card=True, declared_by="card", process_lines=overlay_lines(
         pipeline, card.raw["stages"], _variant_layer(card, chosen)))
 
 
