@@ -5,21 +5,23 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.assemble import build_plan
 from planner.cards import load_pipeline
-from planner.cluster import Cluster
 from planner.diagnostics import Explainer, in_report_order
 from planner.errors import ConfigError
 from planner.pipeline import Pipeline
 from planner.plan import Assign, Diagnostic, Fix, Isolate, Plan, Request, Result
 from planner.problem import SCALE, Problem, to_units
 from planner.flags import from_options
-from planner.replicas import NodeCapacity, Packing, Strategy, fraction_hint, pack
 from planner.requests import parse_requests
 from planner.solver import Assignment, NearestPlacement, PlacementModel, check_domains
 from planner.topology import declared_baseline
+
+if TYPE_CHECKING:  # replicas and clusters load on use: a plain solve never packs replicas
+    from planner.cluster import Cluster
+    from planner.replicas import NodeCapacity, Packing, Strategy
 
 
 def config_error_result(err: ConfigError, variant: str | None = None) -> Result:
@@ -173,6 +175,8 @@ def solve_replicas(pipeline: Pipeline, cluster: Cluster, replicas: int | None,
     that fit. `planner solve` and `planner serve` both count this way: on a cluster without
     GPUs, GPU stages run on CPU and only CPUs count (`planner.replicas.stages_on_gpus`); `gpus`
     overrides that."""
+    from planner.replicas import pack
+
     result = solve_pipeline(pipeline, requests=requests)
     if not result.ok:
         return dataclasses.replace(result, cluster=cluster)
@@ -188,6 +192,7 @@ def _capacity_diagnostic(pipeline: Pipeline, result: Result, cluster: Cluster, p
                          strategy: Strategy, requests: Sequence[Request]) -> Diagnostic:
     from planner.conflicts import CardTarget, InsufficientCapacity, NodeShortfall
     from planner.render.prose import describe
+    from planner.replicas import fraction_hint, pack
 
     kinds: dict[tuple[int, int | None], list[NodeCapacity]] = {}
     for c in packing.capacity:
