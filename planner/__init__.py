@@ -9,13 +9,8 @@ This module is the public API: the CLI, the launcher, the bench and `planner tun
 `__all__` lists. Everything else under `planner.` is internal and may change.
 """
 
-from importlib import metadata as _metadata
-
 from planner.api import declared_plan, load, solve, solve_pipeline, solve_replicas
 from planner.cards import Card, all_cards, find_card
-from planner.cluster import Cluster, Node, load_cluster
-from planner.cluster import from_ray as cluster_from_ray
-from planner.cluster import ray_auth_problem
 from planner.errors import ConfigError, ConfigIssue
 from planner.graph import build_graph
 from planner.pipeline import Pipeline, StageConfig
@@ -43,16 +38,48 @@ from planner.plan import (
 from planner.render.dicts import request_dict, request_from_dict
 from planner.flags import command_line, flag, flags, from_options
 from planner.flags import parse as parse_flags
-from planner.replicas import Packing, pack
 from planner.topology import tp_rank_names
-from planner.tune.profile import HandoffCost, Profile, StageProfile
 
 load_pipeline = load  # the name the API had before `load`; kept for scripts that use it
 
-try:
-    __version__ = _metadata.version("stage-planner")
-except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0.1.0"
+# Loaded on first use: `planner solve` needs none of these, and importing them (the package
+# metadata above all) cost it a fifth of its cold start beside OR-Tools' own import.
+_LAZY = {"Cluster": ("planner.cluster", "Cluster"), "Node": ("planner.cluster", "Node"),
+         "load_cluster": ("planner.cluster", "load_cluster"),
+         "cluster_from_ray": ("planner.cluster", "from_ray"),
+         "ray_auth_problem": ("planner.cluster", "ray_auth_problem"),
+         "Packing": ("planner.replicas", "Packing"), "pack": ("planner.replicas", "pack"),
+         "HandoffCost": ("planner.tune.profile", "HandoffCost"),
+         "Profile": ("planner.tune.profile", "Profile"),
+         "StageProfile": ("planner.tune.profile", "StageProfile")}
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("stage-planner")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "0.1.0"
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562
+    if name == "__version__":
+        value = _version()
+    elif name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+    else:
+        raise AttributeError(f"module 'planner' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, "__version__"})
+
 
 __all__ = [
     "MAX_ENUMERATED_UNITS", "Assign", "Card", "ConfigError", "ConfigIssue", "Diagnostic",

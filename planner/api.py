@@ -6,11 +6,10 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.assemble import build_plan
 from planner.cards import load_pipeline
-from planner.cluster import Cluster
 from planner.diagnostics import Explainer, in_report_order
 from planner.errors import ConfigError
 from planner.pipeline import Pipeline
@@ -29,10 +28,13 @@ from planner.plan import (
 )
 from planner.problem import SCALE, Problem, to_units
 from planner.flags import compute_only, from_options, placement_only
-from planner.replicas import NodeCapacity, Packing, Strategy, fraction_hint, pack
 from planner.requests import parse_requests
 from planner.solver import Assignment, NearestPlacement, PlacementModel, check_domains
 from planner.topology import declared_baseline
+
+if TYPE_CHECKING:  # replicas and clusters load on use: a plain solve never packs replicas
+    from planner.cluster import Cluster
+    from planner.replicas import NodeCapacity, Packing, Strategy
 
 
 def config_error_result(err: ConfigError, variant: str | None = None) -> Result:
@@ -181,7 +183,8 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                       diagnostics=diagnostics)
     plan, warnings, changed = build_plan(problem, assignment)
     return Result(model=pipeline.name, variant=pipeline.variant, status="ok", changed=changed,
-                  plan=plan, warnings=warnings, diagnostics=diagnostics)
+                  plan=plan, warnings=warnings, diagnostics=diagnostics,
+                  declared_by=pipeline.declared_by)
 
 
 def declared_plan(pipeline: Pipeline | str, variant: str | None = None) -> Plan:
@@ -207,6 +210,8 @@ def solve_replicas(pipeline: Pipeline, cluster: Cluster, replicas: int | None,
     that fit. `planner solve` and `planner serve` both count this way: on a cluster without
     GPUs, GPU stages run on CPU and only CPUs count (`planner.replicas.stages_on_gpus`); `gpus`
     overrides that."""
+    from planner.replicas import pack
+
     # A replica lives on one node: its threads are counted against the largest node's CPUs (not
     # at all where a node does not say how many it has).
     limited = all(n.cpus is not None for n in cluster.nodes)
@@ -227,6 +232,7 @@ def _capacity_diagnostic(pipeline: Pipeline, result: Result, cluster: Cluster, p
                          strategy: Strategy, requests: Sequence[Request]) -> Diagnostic:
     from planner.conflicts import CardTarget, InsufficientCapacity, NodeShortfall
     from planner.render.prose import describe
+    from planner.replicas import fraction_hint, pack
 
     kinds: dict[tuple[int, int | None], list[NodeCapacity]] = {}
     for c in packing.capacity:

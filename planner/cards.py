@@ -154,7 +154,9 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
             raise ConfigError(skipped)
         lines = overlay_lines(pipeline, card.raw["stages"],
                               [*_variant_layer(card, chosen), (source, user)])
-        return replace(pipeline, over_card=True, model_paths=card.model_paths, process_lines=lines)
+        moved = any(line.source == source for _, line in lines)
+        return replace(pipeline, over_card=True, model_paths=card.model_paths, process_lines=lines,
+                       declared_by="config" if moved else "card")
 
     if model_path is None:
         raise ConfigError(ConfigIssue("command line", "", "no model given",
@@ -163,7 +165,8 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
     base, chosen = card_pipeline_raw(card, variant)
     pipeline = build_pipeline(base, name=card.name, variant=chosen, source=f"card {card.name}")
     lines = overlay_lines(pipeline, card.raw["stages"], _variant_layer(card, chosen))
-    return replace(pipeline, over_card=True, model_paths=card.model_paths, process_lines=lines)
+    return replace(pipeline, over_card=True, model_paths=card.model_paths, process_lines=lines,
+                   declared_by="card")
 
 
 def _variant_layer(card: Card, variant: str) -> list[tuple[str, dict[str, Any]]]:

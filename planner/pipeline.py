@@ -84,6 +84,9 @@ class Pipeline:
     # complete pipeline (`name:`) declares its own topology, which is the baseline
     # (specification, "Which edges are checked"): its declared splits are only warned about.
     over_card: bool = False
+    # Whose layout `planner solve` starts from, for the person reading it: "card" (a built-in card
+    # or its variant) or "config" (a complete pipeline, or an overlay that moves a stage).
+    declared_by: str = "config"
 
     def stage(self, name: str) -> StageConfig:
         for s in self.stages:

@@ -293,9 +293,11 @@ class Result:
     model: str | None
     variant: str | None
     status: Status
-    changed: bool = False
+    changed: bool = False  # flags moved a stage from the declared topology
     plan: Plan | None = None
     warnings: tuple[PlanWarning, ...] = ()
+    # Who declared the topology the plan starts from: "card" or "config" (`Pipeline.declared_by`)
+    declared_by: str | None = None
     diagnostics: tuple[Diagnostic, ...] = field(default_factory=tuple)
     # With --replicas: the cluster and where each replica goes (`planner.replicas.Packing`).
     cluster: Any = None

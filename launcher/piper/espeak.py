@@ -24,9 +24,10 @@ REPLY_TIMEOUT_S = 30.0
 
 INSTALL_HINT = (
     "the piper-joe frontend needs the espeak-ng program (GPL-3.0, run as a separate process, "
-    "never linked) to turn text into phonemes, and {why}; nothing was started. Install it with "
-    "`sudo apt-get update && sudo apt-get install -y espeak-ng` (Debian/Ubuntu; `brew install "
-    "espeak-ng` on macOS), or point $ESPEAK_NG at the program.")
+    "never linked) to turn text into phonemes, and {why}; nothing was started. Install it: as "
+    "root `apt-get update && apt-get install -y espeak-ng`, otherwise `sudo apt-get update && "
+    "sudo apt-get install -y espeak-ng` (Debian/Ubuntu; `brew install espeak-ng` on macOS), or "
+    "point $ESPEAK_NG at the program.")
 
 
 class EspeakMissing(RuntimeError):

@@ -43,6 +43,11 @@ def _names(choice: Choice, picked: list[int]) -> dict[int, str]:
     return out
 
 
+def to_serve(choice: Choice, k: int) -> list[int]:
+    """The top `k` ranked placements that need flags; `planner bench` adds the declared one."""
+    return [i for i, c in enumerate(choice.ranked[:k]) if c.requests]
+
+
 def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
                   output: Path) -> list[str]:
     cmd = [sys.executable, "-m", "planner", "bench"]
@@ -54,6 +59,10 @@ def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
         cmd += ["--variant", args.variant]
     for i, name in _names(choice, picked).items():
         cmd += ["--placement", f"{name}={command_line(choice.ranked[i].requests)}"]
+    if not picked:
+        # Only the declared topology is to be served. Bench given no --placement would serve
+        # its default comparison (every single isolation) and tune would report one of them.
+        cmd += ["--placement", "declared="]
     for w in choice.workloads:
         cmd += (["--concurrency", str(w.concurrency)] if w.concurrency is not None
                 else ["--rate", f"{w.rate:g}"])
@@ -96,7 +105,7 @@ def read_results(path: Path, choice: Choice, picked: list[int]) -> dict[int, lis
 
 def verify(args: argparse.Namespace, choice: Choice, k: int,
            err: Console) -> dict[int, list[dict[str, Any]]]:
-    picked = [i for i, c in enumerate(choice.ranked[:k]) if c.requests]  # bench adds the declared
+    picked = to_serve(choice, k)
     output = Path(args.output or f"tune-results/{choice.declared.plan.model}") / "verify"
     cmd = bench_command(args, choice, picked, output)
     err.print(f"tune: verifying with {shlex.join(['planner', *cmd[3:]])}")

@@ -120,6 +120,7 @@ def result_dict(result: Result) -> dict[str, Any]:
         "variant": result.variant,
         "status": result.status,
         "changed": result.changed,
+        "declared_by": result.declared_by,
         "groups": [
             {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed,
              "copies": g.copies}

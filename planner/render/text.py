@@ -130,6 +130,14 @@ def warning_text(w: PlanWarning) -> Text:
     return t
 
 
+def summary(result: Result) -> str:
+    """Where a solved plan came from, so a config that moved stages is not read as ignored."""
+    who = "your config" if result.declared_by == "config" else "the card"
+    if result.changed:
+        return f"changed by flags from the topology {who} declares"
+    return f"as {who} declares, no flag changed it"
+
+
 def render_result(console: Console, result: Result) -> None:
     head = Text()
     head.append(result.model or "request", style="bold")
@@ -139,8 +147,7 @@ def render_result(console: Console, result: Result) -> None:
     style = {"ok": "green", "infeasible": "red", "error": "red"}[result.status]
     head.append(result.status, style=f"bold {style}")
     if result.ok:
-        head.append(" - " + ("changed from the declared topology" if result.changed
-                             else "the declared topology, unchanged"))
+        head.append(" - " + summary(result))
     console.print(head)
     if result.ok and result.plan:
         console.print(Group(*plan_tables(result.plan, show_changed=True)))

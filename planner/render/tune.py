@@ -27,6 +27,9 @@ def _recommended(choice: Choice, verdict: Verdict | None) -> Candidate | None:
 
 def verdict_line(choice: Choice, verdict: Verdict) -> str:
     pick = choice.ranked[0]
+    if verdict.best == 0 and verdict.served == 1:
+        return (f"verified: only {pick.name} was served, so nothing was compared "
+                "(a larger --verify K serves more)")
     if verdict.best == 0:
         return f"verified: {pick.name} measured best of the {verdict.served} served"
     other = choice.ranked[verdict.best]
@@ -144,6 +147,23 @@ def placement_cell(c: Candidate) -> str:
     return "\n".join(command_line((r,)) for r in c.requests) or "declared"
 
 
+def print_unsqueezed(console: Console, table: Any) -> None:
+    """Print `table`; written to a file or a pipe, at its full width, however wide. Squeezed into
+    the console's fixed width it would cut numbers to `1.…`, and no reader scrolls a file."""
+    from rich.measure import Measurement
+
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    fixed = console.width  # print(width=) can only narrow, so widen the console for this table
+    console.width = max(fixed, natural)
+    try:
+        console.print(table)
+    finally:
+        console.width = fixed
+
+
 def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
                   measured: dict[int, list[dict[str, Any]]] | None = None,
                   verdict: Verdict | None = None) -> None:
@@ -198,7 +218,7 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
             if any(notes):
                 row.append(notes[i])
             t.add_row(*row)
-        console.print(t)
+        print_unsqueezed(console, t)
     for c, reason in choice.excluded:
         console.print(Text(f"excluded: {c.name} ({reason})"))
     console.print(Text("why: ", style="bold") + Text(why))

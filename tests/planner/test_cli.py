@@ -107,6 +107,33 @@ def test_yaml_overlay_persists_isolation(tmp_path):
     data = json.loads(run("solve", "--config", str(cfg), "--format", "json").stdout)
     assert data["status"] == "ok" and data["changed"] is False
     assert [g["name"] for g in data["groups"]] == ["pipeline", "vocoder"]
+    assert data["declared_by"] == "config"
+
+
+def test_solve_says_whether_the_card_your_config_or_flags_set_the_topology(tmp_path):
+    moves = tmp_path / "iso.yaml"
+    moves.write_text("model: qwen3-tts\nstages:\n"
+                     "  - {name: vocoder, process: vocoder, runtime: {resources: "
+                     "{total_gpu_memory_fraction: 0.1}}}\n"
+                     "  - {name: tts_engine, runtime: {resources: "
+                     "{total_gpu_memory_fraction: 0.85}}}\n")
+    fractions_only = tmp_path / "frac.yaml"
+    fractions_only.write_text("model: qwen3-tts\nstages:\n"
+                              "  - {name: vocoder, runtime: {resources: "
+                              "{total_gpu_memory_fraction: 0.1}}}\n")
+    cases = [(["qwen3-tts"], "ok - as the card declares, no flag changed it", "card"),
+             (["--config", str(moves)], "ok - as your config declares, no flag changed it",
+              "config"),
+             (["--config", str(fractions_only)], "ok - as the card declares", "card"),
+             (["qwen3-tts", "--isolate-stage", "vocoder"],
+              "ok - changed by flags from the topology the card declares", "card"),
+             (["--config", str(moves), "--stage-process", "vocoder=pipeline"],
+              "ok - changed by flags from the topology your config declares", "config")]
+    for args, said, declared_by in cases:
+        out = run("solve", *args)
+        assert out.returncode == 0 and said in out.stdout.splitlines()[0], (args, out.stdout)
+        assert json.loads(run("solve", *args, "--format", "json").stdout)["declared_by"] \
+            == declared_by
 
 
 def test_dot_clusters_by_process():

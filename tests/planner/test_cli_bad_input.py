@@ -61,3 +61,18 @@ def test_the_real_command_says_bad_input_in_one_paragraph_with_exit_2(tmp_path):
     test_malformed_config_is_one_paragraph_exit_2(
         tmp_path, b"model: qwen3-tts\nname: [x]\n", "cfg.yaml: name: got a list",
         in_process=False)
+
+
+@pytest.mark.parametrize("args,needle", [
+    # a prefix is not the option: it is refused, naming the option it would have been
+    (["solve", "qwen3-tts", "--isolat", "vocoder"],
+     "`planner solve` does not take --isolat (did you mean --isolate-stage? options are not "
+     "abbreviated)"),
+    (["bench", "qwen3-tts", "--concurr", "2"], "did you mean --concurrency?"),
+    (["solve", "qwen3-tts", "--bogus"], "`planner solve` does not take --bogus; see "
+     "`planner solve --help`"),
+])
+def test_an_abbreviated_or_unknown_option_is_refused_in_one_paragraph(args, needle):
+    out = run(*args)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert needle in " ".join(out.stderr.split()) and out.stdout == ""

@@ -153,6 +153,9 @@ def test_on_a_cluster_without_gpus_replicas_are_limited_by_cpus_alone():
 def test_solve_and_serve_give_one_capacity_answer_on_a_machine_without_gpus(monkeypatch, capsys):
     """`planner solve --replicas` and `planner serve --replicas` on this machine, with no GPU
     visible: the same count (by CPUs), the same refusal, exit 1, nothing started."""
+    # serve says its extra is missing before it reads --replicas
+    pytest.importorskip("launcher.serving.serve", reason="needs the serve extra "
+                        "(pip install -e '.[serve]') for `planner serve`")
     from planner.app.cli import main
     from planner.cluster import this_machine
 

@@ -128,3 +128,19 @@ def test_an_slo_nothing_meets_names_the_load_and_the_best_p99_and_exits_1(qwen3_
     assert "placements ranked" not in text  # no empty table
     data = json.loads((tmp_path / "o" / "tune.json").read_text())
     assert data["best"] is None and "best p99 reached" in data["why"]
+
+
+def test_written_to_a_file_every_number_is_whole_however_many_columns():
+    # three loads with measurements beside: far wider than the 120 columns a pipe gets
+    pl, prof = four()
+    loads = (Workload(concurrency=1), Workload(concurrency=4), Workload(concurrency=16))
+    choice = choose(pl, prof, loads)
+    measured = {i: [{"throughput_rps": 123.456 + i, "latency_p50_ms": 10.0}] * 3
+                for i in range(len(choice.ranked))}
+    buf = io.StringIO()
+    render_choice(Console(file=buf, width=120, soft_wrap=True), choice, prof, why(choice),
+                  measured)
+    out = buf.getvalue()
+    assert max(len(line) for line in out.splitlines()) > 120
+    assert "…" not in out
+    assert f"{123.456 + 2:.2f}" in out and f"{choice.ranked[0].predicted[-1].throughput_rps:.2f}" in out

@@ -98,3 +98,56 @@ def test_verify_serves_its_placements_in_interleaved_rounds():
     few = bench_command(argparse.Namespace(**{**vars(args), "requests": 2}), choice, [0],
                         Path("out"))
     assert few[few.index("--rounds") + 1] == "2"
+
+
+def _bench_runs(pipeline, cmd):
+    """What `planner bench` serves for this command (its own choice of placements, so a command
+    that names none gets bench's default comparison), as results.json lists them, all measured."""
+    from planner.app.bench.placements import choose as bench_choose
+
+    options = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--placement"]
+    names = [p.name for p in bench_choose(pipeline, options, None)[0]]
+    return names, {"baseline": "declared", "runs": [
+        {"placement": n, "load": {"concurrency": 1, "rate": None, "throughput_rps": 10.0,
+                                  "latency_s": {"p50": 0.1, "p99": 0.2}, "errors": 0}}
+        for n in names]}
+
+
+def test_verify_reports_every_placement_it_serves(tmp_path):
+    import argparse
+    import json
+
+    from planner.app.tune_verify import bench_command, read_results, to_serve
+    from tests.tune.test_model import chain, profile
+
+    # at C=1 the declared topology is predicted best: --verify 1 must serve it alone, not fall
+    # back to bench's default comparison (every isolation) and report only one of them
+    pl = chain("a", "b", "c")
+    prof = profile({"a": (2.0, 0.0, 0.0), "b": (6.0, 0.0, 0.0), "c": (3.0, 0.0, 0.0)}, cores=2)
+    choice = choose(pl, prof, (Workload(concurrency=1),))
+    assert choice.ranked[0].name == "declared"
+    args = argparse.Namespace(model_path=None, config="p.yaml", variant=None, requests=96,
+                              seed=0, device="cpu", stand_in_size=None, rounds=3)
+    for k in range(1, len(choice.ranked) + 1):
+        picked = to_serve(choice, k)
+        cmd = bench_command(args, choice, picked, tmp_path)
+        names, results = _bench_runs(pl, cmd)
+        (tmp_path / "results.json").write_text(json.dumps(results))
+        measured = read_results(tmp_path / "results.json", choice, picked)
+        served = {i for i, rows in measured.items() if rows[0]["throughput_rps"]}
+        # every placement bench serves is reported, and it is the top k (plus the declared)
+        assert len(served) == len(names)
+        assert served == set(range(k)) | {choice.ranked.index(choice.declared)}
+        assert verdict(choice, measured).served == len(names)
+
+
+def test_a_pick_served_alone_is_not_said_to_have_beaten_anything():
+    from tests.tune.test_model import chain, profile
+
+    pl = chain("a", "b", "c")
+    prof = profile({"a": (2.0, 0.0, 0.0), "b": (6.0, 0.0, 0.0), "c": (3.0, 0.0, 0.0)}, cores=2)
+    choice = choose(pl, prof, (Workload(concurrency=1),))
+    v = verdict(choice, {0: served(100.0)})
+    out = rendered(choice, prof, {0: served(100.0)}, v)
+    assert "only declared was served, so nothing was compared" in out
+    assert "measured best" not in out

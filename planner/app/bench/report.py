@@ -238,8 +238,9 @@ def observations(bench: Bench) -> list[str]:
     if over:
         names = ", ".join(f"{r.placement.name} at {r.shape.label}" for r in over)
         out.append(f"achieved exceeds the ideal bound for {names}: the launcher runs each stage "
-                   "on its own thread, so stages sharing a process overlapped where torch released "
-                   "the interpreter lock; the serial-process bound understates such a process")
+                   "on its own thread, so stages sharing a process overlapped where their native "
+                   "code (whatever library the card's stages run) released the interpreter lock; "
+                   "the serial-process bound understates such a process")
     spreads = [(apart, r) for r in bench.runs if (apart := spread(r)) is not None]
     if spreads:
         widest, run = max(spreads, key=lambda x: x[0])

@@ -23,8 +23,10 @@ COMMANDS = {"models": models, "show": show, "solve": solve, "serve": serve, "ben
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # No prefixes of options: `--isolat` would silently mean --isolate-stage today and break, or
+    # mean something else, the day another option shares the prefix.
     parser = argparse.ArgumentParser(
-        prog="planner",
+        prog="planner", allow_abbrev=False,
         description="Plan, check and run the process placement of multi-stage (TTS) serving "
                     "pipelines. Exit codes: 0 ok, 1 infeasible placement, 2 invalid request or "
                     "config.")
@@ -35,12 +37,32 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS.values():
         command.add_parser(sub)
+    for command_parser in sub.choices.values():
+        command_parser.allow_abbrev = False
     return parser
+
+
+def _unknown(parser: argparse.ArgumentParser, command: str | None, extras: list[str]) -> str:
+    """One paragraph for arguments no option takes, with the option a prefix abbreviates."""
+    where = f"`planner {command}`" if command else "`planner`"
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    own = sub.choices[command] if sub is not None and command in sub.choices else parser
+    options = sorted(o for o in own._option_string_actions if o.startswith("--"))
+    said = []
+    for extra in extras:
+        typed = extra.split("=", 1)[0]
+        full = [o for o in options if typed.startswith("--") and o.startswith(typed)]
+        said.append(f"{extra} (did you mean {' or '.join(full)}? options are not abbreviated)"
+                    if full else extra)
+    help_command = f"planner {command} --help" if command else "planner --help"
+    return f"{where} does not take {', '.join(said)}; see `{help_command}` for what it takes."
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        return error(_unknown(parser, args.command, extras))
     if args.command is None:
         parser.print_help()
         return EXIT_INVALID
