@@ -138,19 +138,18 @@ class OverCpus:
     """A stage's threads times its process's copies exceed the node's CPUs."""
 
     code: ClassVar[str] = "over-cpus"
-    stage: str
     process: str
-    threads: int
+    threads: tuple[tuple[str, int], ...]  # (stage, threads) of the stages that do not fit
     copies: int
     cpus: int
     asked: tuple[ComputeRequest, ...]  # the compute flags that set these values
-    placement: tuple[Blame, ...]  # the placement requests that put the stage in `process`
-    proposal: ComputeRequest  # a value that fits
+    placement: tuple[Blame, ...]  # the placement requests that put the stages in `process`
+    proposal: tuple[ComputeRequest, ...]  # values that fit
     card: CardTarget | None
 
     @property
     def stages(self) -> tuple[str, ...]:
-        return (self.stage,)
+        return tuple(s for s, _ in self.threads)
 
 
 @dataclass(frozen=True)

@@ -245,17 +245,20 @@ def _insufficient(c: InsufficientCapacity) -> Prose:
 
 
 def _over_cpus(c: OverCpus) -> Prose:
-    set_by = {type(r): f"`{flag(r)}`" for r in c.asked}
-    threads_from = set_by.get(Threads, "the config" if c.threads > 1 else "the default")
-    copies_from = next((v for k, v in set_by.items() if k is not Threads),
-                       "the config" if c.copies > 1 else "the default")
+    set_by = {(type(r), getattr(r, "stage", None)): f"`{flag(r)}`" for r in c.asked}
+    copies_from = next((v for (k, _), v in set_by.items() if k is not Threads),
+                       "the config" if c.copies > 1 else "one copy")
+    parts = ", ".join(
+        f"{s} {n} thread{'s' if n != 1 else ''} "
+        f"({set_by.get((Threads, s), 'the config' if n > 1 else 'the default')})"
+        for s, n in c.threads)
+    busiest = max(n for _, n in c.threads) * c.copies
     because = because_requests(c.placement) + [
-        f"{c.stage} runs {c.threads} thread{'s' if c.threads != 1 else ''} ({threads_from}) in "
-        f"each of {c.copies} cop{'ies' if c.copies != 1 else 'y'} of process {c.process} "
-        f"({copies_from}): {c.threads * c.copies} threads that may all be busy at once",
+        f"process {c.process} runs {c.copies} cop{'ies' if c.copies != 1 else 'y'} "
+        f"({copies_from}) of {parts}: up to {busiest} threads of one stage busy at once",
         f"the node has {c.cpus} CPU{'s' if c.cpus != 1 else ''}"]
-    kept = [r for r in c.asked if type(r) is not type(c.proposal)]
+    kept = [r for r in c.asked if type(r) is not type(c.proposal[0])]
     return Prose(
-        f"stage {c.stage} would run {c.threads * c.copies} threads at once on {c.cpus} CPUs",
-        tuple(because),
-        f"ask for what fits: run with {quoted(tuple(kept) + (c.proposal,))}")
+        f"process {c.process} would run {busiest} threads of one stage at once on "
+        f"{c.cpus} CPUs", tuple(because),
+        f"ask for what fits: run with {quoted(tuple(kept) + c.proposal)}")
