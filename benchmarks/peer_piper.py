@@ -195,23 +195,21 @@ def tree_cpu_s(root: int) -> float:
 
 
 def tree_memory(root: int) -> dict[str, float]:
-    """PSS and RSS (MiB) summed over the tree, with its processes and threads."""
-    pss = rss = threads = 0
+    """PSS, RSS and peak RSS (MiB) summed over the tree, with its processes and threads."""
+    kib = {"Pss:": 0, "Rss:": 0, "VmHWM:": 0, "Threads:": 0}
     pids = tree(root)
     for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    pss += int(line.split()[1])
-                elif line.startswith("Rss:"):
-                    rss += int(line.split()[1])
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("Threads:"):
-                    threads += int(line.split()[1])
-        except (OSError, ValueError):
-            pass
-    return {"pss_mib": pss / 1024, "rss_mib": rss / 1024, "processes": len(pids),
-            "threads": threads}
+        for name in ("smaps_rollup", "status"):
+            try:
+                for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+                    words = line.split()  # smaps_rollup pads with spaces, status with a tab
+                    if len(words) > 1 and words[0] in kib:
+                        kib[words[0]] += int(words[1])
+            except (OSError, ValueError):
+                pass  # a process that just exited
+    return {"pss_mib": kib["Pss:"] / 1024, "rss_mib": kib["Rss:"] / 1024,
+            "peak_rss_mib": kib["VmHWM:"] / 1024, "processes": len(pids),
+            "threads": kib["Threads:"]}
 
 
 # -- the peer's venv ---------------------------------------------------------------------------

@@ -171,15 +171,17 @@ def absolute_table(cells: list[Cell], systems: list[tuple[str, str]], concurrenc
 
 
 def memory_table(memory: dict[str, dict[str, dict[str, float]]]) -> list[str]:
-    """PSS/RSS of each system's tree after warm-up and after the last round, and ours/piper."""
-    lines = ["| system | when | PSS MiB | RSS MiB | processes | threads | PSS / piper's |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    """PSS/RSS of each system's tree after warm-up and after the last round, and ours/piper.
+    Peak RSS is each process's own high-water mark, summed (shared pages counted in each)."""
+    lines = ["| system | when | PSS MiB | RSS MiB | peak RSS MiB | processes | threads | "
+             "PSS / piper's |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for system, by_when in memory.items():
         for when, m in by_when.items():
             base = memory.get(PIPER, {}).get(when, {}).get("pss_mib")
             ratio = f"{m['pss_mib'] / base:.2f}" if base else "-"
             lines.append(f"| {system} | {when} | {m['pss_mib']:.0f} | {m['rss_mib']:.0f} | "
-                         f"{m['processes']:.0f} | {m['threads']:.0f} | {ratio} |")
+                         f"{m.get('peak_rss_mib', 0):.0f} | {m['processes']:.0f} | "
+                         f"{m['threads']:.0f} | {ratio} |")
     return lines
 
 

@@ -137,17 +137,18 @@ def test_the_limit_is_compared_only_where_requests_overlap():
 
 
 def test_report_prints_absolute_figures_and_ratios_per_round():
-    memory = {PIPER: {"after warm-up": {"pss_mib": 100.0, "rss_mib": 110.0, "processes": 1,
-                                        "threads": 5}},
+    memory = {PIPER: {"after warm-up": {"pss_mib": 100.0, "rss_mib": 110.0,
+                                        "peak_rss_mib": 120.0, "processes": 1, "threads": 5}},
               "ours:declared": {"after warm-up": {"pss_mib": 250.0, "rss_mib": 400.0,
-                                                  "processes": 4, "threads": 20}}}
+                                                  "peak_rss_mib": 420.0, "processes": 4,
+                                                  "threads": 20}}}
     text = "\n".join(report(synthetic(), ["ours:declared"], [4], 2, 2, memory))
     assert "machine limit (cores 2 / in-process CPU per request), median over rounds: 4.00" in text
     assert "| ours:declared wav | 3.00 | 1200 | 1200 | 1200 | 600 | 3.00 | 0 |" in text
     assert "| ours:declared pcm-stream | 2.50 | 1500 | 1500 | 200 | 700 | 3.00 | 0 |" in text
     assert text.count("| 1 | 1.500 | 0.600 | 0.100 |") == 1
     assert "| median | 1.500 |" in text and "| 90% | 1.500-1.500 |" in text
-    assert "| ours:declared | after warm-up | 250 | 400 | 4 | 20 | 2.50 |" in text
+    assert "| ours:declared | after warm-up | 250 | 400 | 420 | 4 | 20 | 2.50 |" in text
 
 
 def test_a_cell_with_no_answer_counts_as_missing_not_zero():
@@ -164,6 +165,8 @@ def test_process_tree_includes_a_child():
         assert peer_piper.tree_cpu_s(os.getpid()) > 0
         memory = peer_piper.tree_memory(os.getpid())
         assert memory["processes"] >= 2 and memory["pss_mib"] > 0
+        assert memory["peak_rss_mib"] >= memory["rss_mib"] > 0
+        assert memory["threads"] >= memory["processes"]
     finally:
         child.stdin.close()
         child.wait(10)
