@@ -213,13 +213,19 @@ def tree_memory(root: int) -> dict[str, float]:
 
 
 # -- the peer's venv ---------------------------------------------------------------------------
+def peer_env() -> dict[str, str]:
+    """Our environment less PYTHONPATH: nothing of this project on the peer's import path."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def peer_python(venv: Path) -> Path:
     """The peer venv's interpreter with piper-tts and flask in it, installed now if missing."""
     python = venv / "bin" / "python"
     check = ("import importlib.metadata as m, importlib.util as u; "
              "print(m.version('piper-tts'), u.find_spec('flask') is not None)")
     if python.exists():
-        out = subprocess.run([str(python), "-c", check], capture_output=True, text=True)
+        out = subprocess.run([str(python), "-c", check], capture_output=True, text=True,
+                             env=peer_env())
         if out.stdout.split() == [PIPER_VERSION, "True"]:
             return python
     print(f"installing piper-tts {PIPER_VERSION} and flask into {venv} (a venv of its own: "
@@ -229,7 +235,8 @@ def peer_python(venv: Path) -> Path:
         if made.returncode != 0:
             raise BenchFailed(f"could not create a venv at {venv} (exit {made.returncode}, its "
                               "output is above); give --peer-venv a directory you can write")
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES])
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES],
+                          env=peer_env())
     if done.returncode != 0:
         raise BenchFailed(f"pip could not install {' '.join(PEER_PACKAGES)} into {venv} "
                           f"(exit {done.returncode}, its output is above); fix the network or "
@@ -305,12 +312,11 @@ class Server:
 
 
 def piper_server(python: Path, model: Path, scales: dict[str, float]) -> Server:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of ours in it
     argv = [str(python), "-m", "piper.http_server", "--host", "127.0.0.1", "-m", str(model),
             "--noise-scale", str(scales.get("noise_scale", 0.667)),
             "--length-scale", str(scales.get("length_scale", 1.0)),
             "--noise-w", str(scales.get("noise_w", 0.8))]
-    server = Server(PIPER, argv, "/info", env)
+    server = Server(PIPER, argv, "/info", peer_env())
     server.argv += ["--port", str(server.port)]
     return server
 
@@ -471,7 +477,7 @@ def peer_versions(python: Path) -> dict[str, str]:
     code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
             "('piper-tts', 'onnxruntime', 'flask')}))")
     return json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True,
-                                     check=True).stdout)
+                                     env=peer_env(), check=True).stdout)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -504,6 +510,8 @@ def run(args: argparse.Namespace) -> dict:
         memory = {name: {"after warm-up": tree_memory(pid)} for name, pid in roots.items()}
         plan = [(key, c) for c in args.concurrency for key in targets] + [((GRAPH, WAV), 1)]
         cells: list[Cell] = []
+        cpu_before = {name: tree_cpu_s(pid) for name, pid in roots.items()}
+        t_rounds = time.monotonic()
         for r in range(args.rounds):
             order = rotated(plan, r)
             for (name, variant), c in order:
@@ -517,6 +525,11 @@ def run(args: argparse.Namespace) -> dict:
                       f"{cell.metric('rps'):.2f} req/s, p50 {cell.metric('p50') * 1000:.0f} ms"
                       + (f", {len(cell.errors)} errors ({cell.errors[0]})" if cell.errors
                          else ""), flush=True)
+        rounds_s = time.monotonic() - t_rounds
+        # What each tree spent while the others were measured: CPU taken from their cells.
+        idle_cpu = {name: tree_cpu_s(pid) - cpu_before[name]
+                    - sum(c.cpu_s for c in cells if c.system == name)
+                    for name, pid in roots.items()}
         for name, pid in roots.items():
             memory[name]["after the rounds"] = tree_memory(pid)
         threads = {name: m["after warm-up"]["threads"] for name, m in memory.items()}
@@ -529,7 +542,8 @@ def run(args: argparse.Namespace) -> dict:
             "peer": {"versions": versions, "argv": servers[0].argv, "threads": threads[PIPER]},
             "ours": {name: flags for name, flags in args.ours}, "scales": scales,
             "sentences": list(SENTENCES), "rounds": args.rounds, "requests": args.requests,
-            "concurrency": args.concurrency, "memory": memory,
+            "concurrency": args.concurrency, "memory": memory, "rounds_s": rounds_s,
+            "idle_cpu_s": idle_cpu,
             "cells": [asdict(c) for c in cells]}
 
 
@@ -560,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, flags in data["ours"].items():
         print(f"ours:{name}: planner serve piper-joe {shlex.join(flags) or '(no flags)'}")
     print("in-process: the three stages in one process, one onnxruntime thread each, whole WAV")
+    print(f"CPU each tree spent outside its own cells, over {data['rounds_s']:.0f} s of rounds: "
+          + ", ".join(f"{name} {cpu:.2f} s" for name, cpu in data["idle_cpu_s"].items()))
     print()
     print("\n".join(report(cells, [f"ours:{n}" for n in data["ours"]], data["concurrency"],
                            m["cores"], data["rounds"], data["memory"])))

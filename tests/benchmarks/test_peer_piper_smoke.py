@@ -170,3 +170,17 @@ def test_process_tree_includes_a_child():
     finally:
         child.stdin.close()
         child.wait(10)
+
+
+def test_piper_is_never_imported_only_run_as_a_program():
+    """piper-tts is GPL-3.0: the benchmark may run it as a separate program, never import it."""
+    import ast
+
+    scripts = sorted((ROOT / "benchmarks").glob("peer_piper*.py"))
+    assert len(scripts) == 3
+    for script in scripts:
+        for node in ast.walk(ast.parse(script.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n == "piper" or n.startswith("piper.") for n in names), script.name
+    assert "piper.http_server" in (ROOT / "benchmarks" / "peer_piper.py").read_text()
