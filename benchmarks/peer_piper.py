@@ -81,7 +81,7 @@ SENTENCES = (
     "especially for older adults who spend much of the day sitting down at home or at work.",
 )
 
-DEFAULTS = {"rounds": 4, "requests": 48}
+DEFAULTS = {"rounds": 4, "requests": 36}
 QUICK = {"rounds": 2, "requests": 4}
 
 
