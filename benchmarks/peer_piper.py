@@ -152,6 +152,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if "piper" in names or "in-process" in names:
         p.error("--ours names 'piper' and 'in-process' are taken by the other systems")
     args.peer_venv = args.peer_venv or default_peer_venv()
+    if args.json and not args.json.parent.is_dir():  # found out now, not after the run
+        p.error(f"--json {args.json}: no directory {args.json.parent}; create it or write "
+                "elsewhere")
     return args
 
 

@@ -53,6 +53,7 @@ def test_ours_flags_are_split_as_a_shell_would_and_passed_through():
     (["--ours", "a=--flag 'unclosed"], "quotes"),
     (["--concurrency", "0"], "at least 1"),
     (["--rounds", "two"], "at least 1"),
+    (["--json", "/no/such/dir/peer.json"], "no directory /no/such/dir"),
 ])
 def test_bad_arguments_exit_2_naming_the_culprit(argv, culprit, capsys):
     with pytest.raises(SystemExit) as exited:
