@@ -34,20 +34,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import http.client
-import io
 import json
-import math
 import os
 import platform
 import shlex
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import wave
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
