@@ -1,0 +1,64 @@
+"""The piper-joe voice graph in one process on one thread: the floor under any server of it.
+
+Run by `peer_piper.py` as a child process: it builds the card's three stages (launcher.piper:
+frontend, acoustic with the card's chunking, vocoder; one onnxruntime thread each, torch on one
+thread), then answers requests on stdin, one JSON line each, `{"sentences": [...]}`: each
+sentence goes frontend -> acoustic chunks -> vocoder -> one WAV (what a whole-WAV request of
+`planner serve` returns), one after another; it prints `{"latencies_s": [...], "audio_s": ...}`
+(the seconds of audio made). The parent reads this process's CPU (and its espeak-ng child's) from
+/proc around each line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_RATE = 22050
+
+
+def stages():
+    import launcher.piper as piper
+
+    card = yaml.safe_load((ROOT / "models" / "piper-joe.yaml").read_text())
+    args = {s["name"]: s.get("args", {}) for s in card["stages"]}
+    return (piper.frontend(**args["frontend"]), piper.acoustic(threads=1, **args["acoustic"]),
+            piper.vocoder(threads=1, **args["vocoder"]))
+
+
+def wav(sentence: str, frontend, acoustic, vocoder) -> bytes:
+    from launcher.audio import pcm16, wav_header
+
+    ids = frontend({"text": sentence, "voice": "joe"})
+    audio = [vocoder(chunk)["audio"] for chunk in acoustic(ids)]
+    data = pcm16(torch.cat(audio))
+    return wav_header(SAMPLE_RATE, len(data)) + data
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    graph = stages()
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        latencies, samples = [], 0
+        for sentence in json.loads(line)["sentences"]:
+            t0 = time.perf_counter()
+            size = len(wav(sentence, *graph)) - 44
+            latencies.append(time.perf_counter() - t0)
+            if size <= 0:
+                raise RuntimeError(f"no audio for {sentence!r}")
+            samples += size // 2
+        print(json.dumps({"latencies_s": latencies, "audio_s": samples / SAMPLE_RATE}),
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
