@@ -14,8 +14,7 @@ from importlib import metadata as _metadata
 from planner.api import declared_plan, load, solve, solve_pipeline, solve_replicas
 from planner.cards import Card, all_cards, find_card
 from planner.cluster import Cluster, Node, load_cluster
-from planner.cluster import from_ray as cluster_from_ray
-from planner.cluster import ray_auth_problem
+from planner.cluster import from_ray_nodes as cluster_from_ray_nodes
 from planner.errors import ConfigError, ConfigIssue
 from planner.graph import build_graph
 from planner.pipeline import Pipeline, StageConfig
@@ -40,7 +39,7 @@ from planner.plan import (
     Result,
     TpProcess,
 )
-from planner.render.dicts import request_dict, request_from_dict
+from planner.render.dicts import request_dict, request_from_dict, result_dict
 from planner.flags import command_line, flag, flags, from_options
 from planner.flags import parse as parse_flags
 from planner.replicas import Packing, pack
@@ -60,7 +59,8 @@ __all__ = [
     "PlanWarning", "PlannedStage", "ProcessGroup", "Request", "Result", "StageConfig",
     "TooManyPlacements", "TpProcess", "all_cards", "build_graph", "command_line", "declared_plan",
     "feasible_placements", "find_card", "flag", "flags", "from_options", "load", "load_pipeline",
-    "parse_flags", "request_dict", "request_from_dict", "solve", "solve_pipeline", "tp_rank_names",
-    "Cluster", "Node", "load_cluster", "cluster_from_ray", "ray_auth_problem", "Packing", "pack", "solve_replicas",
+    "parse_flags", "request_dict", "request_from_dict", "result_dict", "solve", "solve_pipeline", "tp_rank_names",
+    "Cluster", "Node", "load_cluster", "cluster_from_ray_nodes", "Packing", "pack",
+    "solve_replicas",
     "HandoffCost", "Profile", "StageProfile", "__version__",
 ]
