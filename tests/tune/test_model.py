@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 import planner
-from planner.render.tune import persistent_overlay
+from planner.tune.report import persistent_overlay
 from planner.tune.choose import choose, why
 from planner.tune.model import Workload, os_slice_ms, predict
 from planner.tune.profile import HandoffCost, Profile, StageProfile
