@@ -59,8 +59,8 @@ __all__ = [
     "PlanWarning", "PlannedStage", "ProcessGroup", "Request", "Result", "StageConfig",
     "TooManyPlacements", "TpProcess", "all_cards", "build_graph", "command_line", "declared_plan",
     "feasible_placements", "find_card", "flag", "flags", "from_options", "load", "load_pipeline",
-    "parse_flags", "request_dict", "request_from_dict", "result_dict", "solve", "solve_pipeline", "tp_rank_names",
-    "Cluster", "Node", "load_cluster", "cluster_from_ray_nodes", "Packing", "pack",
+    "parse_flags", "request_dict", "request_from_dict", "result_dict", "solve", "solve_pipeline",
+    "tp_rank_names", "Cluster", "Node", "load_cluster", "cluster_from_ray_nodes", "Packing", "pack",
     "solve_replicas",
     "HandoffCost", "Profile", "StageProfile", "__version__",
 ]

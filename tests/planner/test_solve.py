@@ -106,7 +106,8 @@ def test_ming_tp2_declared_layout():
     assert r.ok
     assert groups(r) == [("preprocessing", ["preprocessing"]),
                          ("ming_tts_aux", ["reference_encode", "audio_decode"])]
-    assert planner.result_dict(r)["tp_processes"] == {"tts_engine": ["tts_engine_tp0", "tts_engine_tp1"]}
+    assert planner.result_dict(r)["tp_processes"] == {"tts_engine": ["tts_engine_tp0",
+                                                                      "tts_engine_tp1"]}
     totals = {g.id: g.total for g in r.plan.gpus}
     assert totals == pytest.approx({0: 0.92, 1: 0.72})
 
