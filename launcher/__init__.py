@@ -14,13 +14,14 @@ _EXPORTS = {
     "SAMPLE_RATE": "audio", "Audio": "audio",
     "Deployment": "deployment", "launch": "deployment",
     "SpeechRequest": "control.request_table",
+    "cluster_from_ray": "backends.ray_cluster",
     "LaunchError": "errors", "RequestFailed": "errors", "RequestTimeout": "errors",
     "StageFailed": "errors", "Unavailable": "errors", "WorkerDied": "errors",
 }
 
 __all__ = [
     "SAMPLE_RATE", "Audio", "Deployment", "LaunchError", "RequestFailed", "RequestTimeout",
-    "SpeechRequest", "StageFailed", "Unavailable", "WorkerDied", "launch",
+    "SpeechRequest", "StageFailed", "Unavailable", "WorkerDied", "cluster_from_ray", "launch",
 ]
 
 

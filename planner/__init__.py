@@ -35,7 +35,7 @@ from planner.plan import (
     Result,
     TpProcess,
 )
-from planner.render.dicts import request_dict, request_from_dict
+from planner.render.dicts import request_dict, request_from_dict, result_dict
 from planner.flags import command_line, flag, flags, from_options
 from planner.flags import parse as parse_flags
 from planner.topology import tp_rank_names
@@ -46,8 +46,7 @@ load_pipeline = load  # the name the API had before `load`; kept for scripts tha
 # metadata above all) cost it a fifth of its cold start beside OR-Tools' own import.
 _LAZY = {"Cluster": ("planner.cluster", "Cluster"), "Node": ("planner.cluster", "Node"),
          "load_cluster": ("planner.cluster", "load_cluster"),
-         "cluster_from_ray": ("planner.cluster", "from_ray"),
-         "ray_auth_problem": ("planner.cluster", "ray_auth_problem"),
+         "cluster_from_ray_nodes": ("planner.cluster", "from_ray_nodes"),
          "Packing": ("planner.replicas", "Packing"), "pack": ("planner.replicas", "pack"),
          "HandoffCost": ("planner.tune.profile", "HandoffCost"),
          "Profile": ("planner.tune.profile", "Profile"),
@@ -87,7 +86,8 @@ __all__ = [
     "PlanWarning", "PlannedStage", "ProcessGroup", "Request", "Result", "StageConfig",
     "TooManyPlacements", "TpProcess", "all_cards", "build_graph", "command_line", "declared_plan",
     "feasible_placements", "find_card", "flag", "flags", "from_options", "load", "load_pipeline",
-    "parse_flags", "request_dict", "request_from_dict", "solve", "solve_pipeline", "tp_rank_names",
-    "Cluster", "Node", "load_cluster", "cluster_from_ray", "ray_auth_problem", "Packing", "pack", "solve_replicas",
+    "parse_flags", "request_dict", "request_from_dict", "result_dict", "solve", "solve_pipeline",
+    "tp_rank_names", "Cluster", "Node", "load_cluster", "cluster_from_ray_nodes", "Packing", "pack",
+    "solve_replicas",
     "HandoffCost", "Profile", "StageProfile", "__version__",
 ]

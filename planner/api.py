@@ -1,4 +1,7 @@
-"""`planner.solve`: the one entry point the CLI, the launcher and the benchmarks use."""
+"""`planner.solve`: the one entry point the CLI, the launcher and the benchmarks use.
+
+It sits above the core and its renderers: it runs the solver and the rules (core), then words
+each diagnostic (`render.prose`), so a Result always carries the sentences a person reads."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from planner.plan import (
 )
 from planner.problem import SCALE, Problem, to_units
 from planner.flags import compute_only, from_options, placement_only
+from planner.render.prose import describe
 from planner.requests import parse_requests
 from planner.solver import Assignment, NearestPlacement, PlacementModel, check_domains
 from planner.topology import declared_baseline
@@ -130,8 +134,6 @@ def _requests(isolate_stages: Any, stage_processes: Any,
 def worded(diagnostic: Diagnostic) -> Diagnostic:
     """A diagnostic's typed conflict put into sentences: the library's edge, where the values the
     solver and the rules produce become what a person reads (`render.prose`)."""
-    from planner.render.prose import describe
-
     prose = describe(diagnostic.conflict)
     return dataclasses.replace(diagnostic, message=prose.message, because=prose.because,
                                hint=prose.hint)
@@ -231,7 +233,6 @@ def solve_replicas(pipeline: Pipeline, cluster: Cluster, replicas: int | None,
 def _capacity_diagnostic(pipeline: Pipeline, result: Result, cluster: Cluster, packing: Packing,
                          strategy: Strategy, requests: Sequence[Request]) -> Diagnostic:
     from planner.conflicts import CardTarget, InsufficientCapacity, NodeShortfall
-    from planner.render.prose import describe
     from planner.replicas import fraction_hint, pack
 
     kinds: dict[tuple[int, int | None], list[NodeCapacity]] = {}

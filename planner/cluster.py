@@ -1,5 +1,6 @@
 """The machines replicas are packed onto: `--cluster FILE` (YAML `nodes: [{name, gpus, cpus}]`),
-`--cluster ray` (the nodes of a running Ray cluster), or this machine."""
+`--cluster ray` (the node records of a running Ray cluster, which the runtime reads), or this
+machine. Imports no Ray: joining a cluster is the launcher's."""
 
 from __future__ import annotations
 
@@ -109,54 +110,19 @@ def from_dict(data: Any, source: str) -> Cluster:
 
 
 def load_cluster(spec: str | Path | None) -> Cluster:
-    """`None`: this machine; `"ray"`: the running Ray cluster; else a YAML file."""
+    """`None`: this machine; else a YAML file. A running Ray cluster (`--cluster ray`) is read by
+    the runtime, which joins it: `launcher.backends.ray_cluster.cluster_from_ray`."""
     if spec is None:
         return this_machine()
     if str(spec) == "ray":
-        return from_ray()
+        raise ConfigError(ConfigIssue("--cluster", "ray", "the planner core does not join a Ray "
+                                      "cluster", "read it with launcher.cluster_from_ray() and "
+                                      "pass the Cluster, or run `planner solve --cluster ray`"))
     if not Path(spec).is_file():
         raise ConfigError(ConfigIssue("--cluster", "", f"{spec} is not a file",
                                       "pass a YAML file (nodes: [{name: a, gpus: 4, cpus: 32}]) "
                                       "or `ray` for a running Ray cluster"))
     return from_dict(read_yaml(spec), str(spec))
-
-
-def ray_auth_problem(address: str | None) -> str | None:
-    """Why this process cannot join the running Ray cluster at `address` (None: Ray's "auto"),
-    when the reason is Ray's token authentication; None otherwise (also when there is no cluster
-    there: connecting says that). Asked before `ray.init`, which would retry for 20 s and more
-    while Ray logs an authentication warning a second, then say only that it could not connect.
-
-    A plain TCP connect first: only a listening head is asked, so no running cluster costs
-    nothing here. Ray's client then answers at once: a token mismatch is an
-    AuthenticationError."""
-    import socket
-
-    try:
-        from ray._private.services import canonicalize_bootstrap_address
-        from ray._raylet import GcsClient
-        from ray.exceptions import AuthenticationError
-    except ImportError:  # another Ray: ray.init says what it says
-        return None
-    try:
-        resolved = canonicalize_bootstrap_address(address or "auto")
-        host, _, port = (resolved or "").rpartition(":")
-        with socket.create_connection((host, int(port)), timeout=2.0):
-            pass
-    except (OSError, ValueError, ConnectionError, RuntimeError):
-        return None
-    try:
-        GcsClient(address=resolved, cluster_id=None)
-    except AuthenticationError as exc:
-        said = str(exc).split(".")[0].removeprefix("RPC error: ")
-        return (f"the Ray cluster at {resolved} requires token authentication and this process "
-                f"has no valid token (Ray: {said}); give it the cluster's token: set "
-                "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<token> (or RAY_AUTH_TOKEN_PATH=<file>, "
-                "or put it in ~/.ray/auth_token; `ray get-auth-token` on the head node prints it), "
-                "then run again")
-    except Exception:  # noqa: BLE001 - anything else is ray.init's to report
-        return None
-    return None
 
 
 def _within_limits(nodes: list[Node], source: str) -> None:
@@ -172,41 +138,17 @@ def _within_limits(nodes: list[Node], source: str) -> None:
         raise ConfigError(issues)
 
 
-def from_ray(address: str | None = None) -> Cluster:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(ConfigIssue("--cluster", "ray", "Ray is not installed",
-                                      "pip install 'stage-planner[ray]', or describe the nodes in "
-                                      "a YAML file")) from None
-    started = False
-    if not ray.is_initialized():
-        problem = ray_auth_problem(address)
-        if problem is not None:
-            raise ConfigError(ConfigIssue("--cluster", "ray", problem))
-        try:
-            ray.init(address=address or "auto", logging_level="ERROR", log_to_driver=False)
-            started = True
-        except ray.exceptions.AuthenticationError as exc:
-            raise ConfigError(ConfigIssue(
-                "--cluster", "ray", f"Ray's token authentication refused this process ({exc})",
-                "give it the cluster's token (RAY_AUTH_TOKEN or ~/.ray/auth_token) or pass a "
-                "cluster file")) from None
-        except (ConnectionError, RuntimeError) as exc:
-            raise ConfigError(ConfigIssue("--cluster", "ray", f"no running Ray cluster ({exc})",
-                                          "start one with `ray start --head`, or pass a cluster "
-                                          "file")) from None
-    try:
-        nodes = []
-        for i, n in enumerate(sorted(ray.nodes(), key=lambda n: n["NodeID"])):
-            if not n.get("Alive"):
-                continue
-            res = n.get("Resources", {})
-            name = n.get("NodeName") or f"node{i}"
-            nodes.append(Node(f"{name}-{n['NodeID'][:6]}", int(res.get("GPU", 0)),
-                              int(res.get("CPU", 0)), ray_id=n["NodeID"]))
-        _within_limits(nodes, "ray")
-        return Cluster(tuple(nodes), source="ray")
-    finally:
-        if started:
-            ray.shutdown()
+def from_ray_nodes(records: list[dict[str, Any]], source: str = "ray") -> Cluster:
+    """A Ray cluster's live nodes, from the records `ray.nodes()` lists (joining the cluster to
+    ask is the runtime's: `launcher.backends.ray_cluster`). Sorted by node id, so a cluster reads
+    the same each time; a node's name keeps a prefix of its id, as two hosts may share a name."""
+    nodes = []
+    for i, n in enumerate(sorted(records, key=lambda n: n["NodeID"])):
+        if not n.get("Alive"):
+            continue
+        res = n.get("Resources", {})
+        name = n.get("NodeName") or f"node{i}"
+        nodes.append(Node(f"{name}-{n['NodeID'][:6]}", int(res.get("GPU", 0)),
+                          int(res.get("CPU", 0)), ray_id=n["NodeID"]))
+    _within_limits(nodes, source)
+    return Cluster(tuple(nodes), source=source)

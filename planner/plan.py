@@ -310,9 +310,3 @@ class Result:
     @property
     def exit_code(self) -> int:
         return {"ok": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "error": EXIT_INVALID}[self.status]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Exactly the `--format json` output."""
-        from planner.render.dicts import result_dict  # rendering lives apart from the values
-
-        return result_dict(self)

@@ -1,7 +1,22 @@
-"""The three floors: pure `planner` < runtime `launcher` < the application at `planner/app/`.
+"""The floors, each importing only the floors below it.
 
-Every import in the tree is read (also those inside functions, which is where lazy imports hide), so
-an upward import fails here before it becomes a cycle nobody notices.
+Three floors across the tree: pure `planner` < runtime `launcher` < the application at
+`planner/app/`. Inside the pure planner, lowest first:
+
+- core: the values and the deciding (config, cards, pipeline, graph, problem, solver, rules,
+  diagnostics, plan, flags, replicas, cluster); imports no Ray, no torch, no launcher;
+- render: `planner/render/`, what the core's values look like (tables, JSON, DOT, the sentences
+  of each conflict); decides nothing;
+- api: `planner/api.py` and `planner/placements.py`, the entry points: solve with the core, then
+  word each diagnostic with render;
+- tune: `planner/tune/`, the performance model and ranking over the placements api enumerates,
+  with its own report;
+- the package's public names (`planner/__init__.py`), which re-export from every floor.
+
+Every import in the tree is read (also those inside functions, which is where lazy imports hide),
+so an upward import fails here before it becomes a cycle nobody notices; and the module import
+graph of `planner` and `launcher` has no cycle (imports under `if TYPE_CHECKING:` aside, as they
+never run).
 """
 
 from __future__ import annotations
@@ -11,9 +26,29 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
+
 import planner
 
 ROOT = Path(__file__).resolve().parents[1]
+MAX_LINES = 500  # a module longer than this does several jobs: split it by job
+
+# The pure planner's floors, lowest first; a module imports its own floor and those below only.
+PLANNER_FLOORS = ("core", "render", "api", "tune", "public")
+# What the pure planner never imports: the runtime's libraries.
+RUNTIME_ONLY = ("ray", "torch")
+
+
+def _planner_floor(module: str) -> str:
+    """The inner floor of a module of the pure planner."""
+    if module == "planner":
+        return "public"
+    if module in ("planner.api", "planner.placements"):
+        return "api"
+    for inner in ("render", "tune"):
+        if module == f"planner.{inner}" or module.startswith(f"planner.{inner}."):
+            return inner
+    return "core"
 
 
 def _floor(module: str) -> str:
@@ -27,9 +62,24 @@ def _floor(module: str) -> str:
     return "outside"
 
 
-def _imports(path: Path):
-    """(line, imported module, names) for every import statement in one file."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def _typing_only(tree: ast.AST) -> set[int]:
+    """The ids of the import nodes under `if TYPE_CHECKING:` (read by type checkers, never run)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING",
+                                                                   "typing.TYPE_CHECKING"):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
+def _imports(path: Path, *, running_only: bool = False):
+    """(line, imported module, names) for every import statement in one file; with
+    `running_only`, those under `if TYPE_CHECKING:` are left out."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _typing_only(tree) if running_only else set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name, ()
@@ -56,6 +106,11 @@ def _violations() -> list[str]:
                 to = _floor(target)
                 if floor == "planner" and to in ("launcher", "app"):
                     out.append(f"{where} (the pure planner imports neither launcher nor planner.app)")
+                elif floor == "planner" and target.split(".")[0] in RUNTIME_ONLY:
+                    out.append(f"{where} (the pure planner imports no runtime library: joining "
+                               "a Ray cluster or running torch is the launcher's)")
+                elif floor == "planner" and to == "planner":
+                    out += _inner_violation(where, module, target, names)
                 elif floor == "launcher" and to == "app":
                     out.append(f"{where} (the runtime never imports the application)")
                 elif floor == "launcher" and to == "planner":
@@ -63,6 +118,50 @@ def _violations() -> list[str]:
                     if private:
                         out.append(f"{where} {names} (the launcher uses planner's public API only: "
                                    "`import planner` or `from planner import <name in __all__>`)")
+    return out
+
+
+def _inner_violation(where: str, module: str, target: str, names: tuple[str, ...]) -> list[str]:
+    """An import of the pure planner that reaches a floor above its own."""
+    # `from planner import x` names the public names, or a submodule when x is one.
+    targets = [f"planner.{n}" if (ROOT / "planner" / n).exists()
+               or (ROOT / "planner" / f"{n}.py").exists() else "planner" for n in names] \
+        if target == "planner" else [target]
+    rank = PLANNER_FLOORS.index
+    here = _planner_floor(module)
+    return [f"{where} ({here} floor imports the {_planner_floor(t)} floor above it)"
+            for t in targets if rank(_planner_floor(t)) > rank(here)]
+
+
+def _import_graph() -> nx.DiGraph:
+    """Module -> module it imports, over planner and launcher, as the interpreter runs them:
+    `from a import b` is an edge to `a.b` when that is a module, else to `a`."""
+    modules = {m: p for package in ("planner", "launcher") for m, p in _modules(package)}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for module, path in modules.items():
+        for _, target, names in _imports(path, running_only=True):
+            if _floor(target) == "outside":
+                continue
+            for t in [f"{target}.{n}" if f"{target}.{n}" in modules else target
+                      for n in names] or [target]:
+                if t != module:
+                    graph.add_edge(module, t)
+    return graph
+
+
+def _cycles() -> list[list[str]]:
+    return sorted(sorted(c) for c in nx.strongly_connected_components(_import_graph())
+                  if len(c) > 1)
+
+
+def _long_modules() -> list[str]:
+    out = []
+    for package in ("planner", "launcher"):
+        for _, path in _modules(package):
+            lines = len(path.read_text().splitlines())
+            if lines > MAX_LINES:
+                out.append(f"{path.relative_to(ROOT)}: {lines} lines")
     return out
 
 
@@ -112,6 +211,28 @@ def test_the_checker_sees_an_upward_import(tmp_path, monkeypatch):
     (fake / "bad.py").write_text("def f():\n    from launcher.serving import serve\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert any("planner.bad imports launcher.serving" in v for v in _violations())
+
+
+def test_no_module_imports_itself_through_others():
+    assert _cycles() == []
+
+
+def test_the_checker_sees_a_cycle_and_a_reach_up_inside_the_planner(tmp_path, monkeypatch):
+    fake = tmp_path / "planner"
+    (fake / "render").mkdir(parents=True)
+    (fake / "plan.py").write_text("def to_dict():\n    from planner.render.dicts import d\n")
+    (fake / "render" / "dicts.py").write_text("from planner.plan import Plan\n")
+    (fake / "cluster.py").write_text("def nodes():\n    import ray\n")
+    (fake / "render" / "text.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from planner.api import x\n")
+    (fake / "api.py").write_text("from planner.render.text import y\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _cycles() == [["planner.plan", "planner.render.dicts"]]  # not the type-only one
+    found = _violations()
+    assert any("planner.plan imports planner.render.dicts (core floor imports the render"
+               in v for v in found), found
+    assert any("planner.cluster imports ray" in v for v in found), found
+    assert not any("planner.api imports" in v for v in found), found
 
 
 def test_importing_the_planner_loads_no_launcher_module():

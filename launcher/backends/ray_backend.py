@@ -42,6 +42,7 @@ from launcher.errors import LaunchError
 from launcher.control.layout import with_fresh_rendezvous
 from launcher.wire.protocol import FrameReader, ToWorker
 from launcher.backends.ray_bundles import ReplicaBundles
+from launcher.backends.ray_cluster import cluster_from_ray, ray_auth_problem
 from launcher.wire.specs import WorkerSpec
 
 EXITS_S = 0.1  # how often actors that never dialled back are checked
@@ -73,9 +74,7 @@ class RaySession:
                             "num_cpus": num_cpus}
             else:
                 options["address"] = address
-            import planner
-
-            problem = planner.ray_auth_problem(address) if address is not None else None
+            problem = ray_auth_problem(address) if address is not None else None
             if problem is not None:
                 raise LaunchError(f"--ray-address {address}: {problem}")
             try:
@@ -92,9 +91,7 @@ class RaySession:
 
     def cluster(self) -> Cluster:
         """The cluster's nodes as the planner packs onto them (with their Ray node ids)."""
-        import planner
-
-        return planner.cluster_from_ray()
+        return cluster_from_ray()
 
     def close(self) -> None:
         if self._ours:

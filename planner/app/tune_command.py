@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import planner
 from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
-from planner.render.tune import choice_dict, render_choice
+from planner.tune.report import choice_dict, render_choice
 from planner.tune.choose import choose, why
 from planner.tune.model import Workload
 from planner.tune.errors import TuneError

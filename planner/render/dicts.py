@@ -1,4 +1,4 @@
-"""Plain data for `--format json` (and `Result.to_dict()`): people read `message`, `because` and
+"""Plain data for `--format json` (and `planner.result_dict`): people read `message`, `because` and
 `hint`; scripts read the structured fields of the conflict and the fix, never the prose."""
 
 from __future__ import annotations

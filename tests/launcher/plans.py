@@ -102,7 +102,7 @@ def _assemble(model, stages, edges) -> Plan:
 
 
 def topology(plan: Plan) -> dict:
-    """The JSON a CLI would pass to /v1/topology (shape of `Result.to_dict()` for an ok plan)."""
-    from planner import Result
+    """The JSON a CLI would pass to /v1/topology (shape of `planner.result_dict` for an ok plan)."""
+    from planner import Result, result_dict
 
-    return Result(plan.model, plan.variant, "ok", plan=plan).to_dict()
+    return result_dict(Result(plan.model, plan.variant, "ok", plan=plan))

@@ -11,7 +11,7 @@ import pytest
 
 from launcher import launch, standins
 from launcher.serving.http import create_app
-from planner import all_cards, solve
+from planner import all_cards, result_dict, solve
 
 from tests.launcher.conftest import DEVICE, TINY
 
@@ -44,7 +44,7 @@ def test_card_serves_identical_audio_in_every_accepted_single_isolation(model):
         result = solve(model_path=model, isolate_stages=[stage.name])
         if result.ok and result.plan.process_count() != declared.plan.process_count():
             results.append(result)
-    bodies = [_speech(r.plan, r.to_dict()) for r in results]
+    bodies = [_speech(r.plan, result_dict(r)) for r in results]
     with wave.open(io.BytesIO(bodies[0])) as w:
         assert w.getframerate() == standins.SAMPLE_RATE and w.getnchannels() == 1
         assert w.getnframes() == standins.expected_samples(TEXT)
@@ -61,6 +61,6 @@ def test_every_card_and_variant_serves_its_declared_topology(card, variant):
     # both pass the planner and really serve (a variant that splits process-local state did not).
     declared = solve(model_path=card, variant=variant)
     assert declared.ok, [d.message for d in declared.diagnostics]
-    body = _speech(declared.plan, declared.to_dict())
+    body = _speech(declared.plan, result_dict(declared))
     with wave.open(io.BytesIO(body)) as w:
         assert w.getnframes() == standins.expected_samples(TEXT)

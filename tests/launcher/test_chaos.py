@@ -129,7 +129,7 @@ def test_chaos_killing_a_worker_the_fork_server_and_another_replicas_worker():
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         server = uvicorn.Server(uvicorn.Config(
-            create_app(replicas, result.to_dict()), log_level="critical", lifespan="off",
+            create_app(replicas, planner.result_dict(result)), log_level="critical", lifespan="off",
             http=guarded()))
         serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
         serving.start()

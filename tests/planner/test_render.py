@@ -45,7 +45,7 @@ def test_json_carries_the_conflict_and_the_fix_as_data(mode):
 
 def test_fraction_conflicts_carry_numbers_not_sentences():
     r = planner.solve("audar-tts", requests=[Isolate("vocoder")])
-    c = r.to_dict()["diagnostics"][0]["conflict"]
+    c = planner.result_dict(r)["diagnostics"][0]["conflict"]
     assert c["kind"] == "MissingFraction" and c["gpu"] == 0
     assert c["missing"] == ["reference_encoder", "tts_engine", "vocoder"]
     assert sum(v for _, v in c["proposal"]) <= 1.0
@@ -60,6 +60,6 @@ def test_every_conflict_kind_has_wording_and_serialises():
             for stage in pl.stage_names:
                 for req in (Isolate(stage), Assign(stage, "pipeline"), Assign(stage, "x_tp0")):
                     r = planner.solve_pipeline(pl, requests=[req])
-                    json.dumps(r.to_dict())
+                    json.dumps(planner.result_dict(r))
                     for d in r.diagnostics:
                         assert d.message and d.hint

@@ -136,6 +136,29 @@ def test_cli_json_and_cluster_file_errors(tmp_path, mode):
         load_cluster(tmp_path / "missing.yaml")
 
 
+def test_a_ray_clusters_live_nodes_become_the_cluster_in_node_id_order():
+    """The records `ray.nodes()` lists, read without Ray: dead nodes are left out, each node keeps
+    its Ray id (where `serve --backend ray` pins its replicas), and the size limits apply."""
+    records = [
+        {"NodeID": "ffff01", "Alive": True, "NodeName": "10.0.0.2",
+         "Resources": {"GPU": 2.0, "CPU": 16.0}},
+        {"NodeID": "aaaa02", "Alive": True, "NodeName": "10.0.0.1", "Resources": {"CPU": 8.0}},
+        {"NodeID": "bbbb03", "Alive": False, "NodeName": "10.0.0.3", "Resources": {"GPU": 8.0}},
+    ]
+    cluster = planner.cluster_from_ray_nodes(records)
+    assert cluster.source == "ray"
+    assert [(n.name, n.gpus, n.cpus, n.ray_id) for n in cluster.nodes] == [
+        ("10.0.0.1-aaaa02", 0, 8, "aaaa02"), ("10.0.0.2-ffff01", 2, 16, "ffff01")]
+    with pytest.raises(ConfigError, match="at most 64 a node"):
+        planner.cluster_from_ray_nodes([{"NodeID": "n1", "Alive": True,
+                                         "Resources": {"GPU": 100.0}}])
+
+
+def test_the_planner_core_does_not_join_a_ray_cluster():
+    with pytest.raises(ConfigError, match="launcher.cluster_from_ray"):
+        load_cluster("ray")
+
+
 def test_on_a_cluster_without_gpus_replicas_are_limited_by_cpus_alone():
     """What `planner serve` packs on a machine without GPUs, where GPU stages run on CPU."""
     pl = planner.load_pipeline(model_path="higgs-tts")  # 3 processes sharing logical GPU 0

@@ -106,7 +106,8 @@ def test_ming_tp2_declared_layout():
     assert r.ok
     assert groups(r) == [("preprocessing", ["preprocessing"]),
                          ("ming_tts_aux", ["reference_encode", "audio_decode"])]
-    assert r.to_dict()["tp_processes"] == {"tts_engine": ["tts_engine_tp0", "tts_engine_tp1"]}
+    assert planner.result_dict(r)["tp_processes"] == {"tts_engine": ["tts_engine_tp0",
+                                                                      "tts_engine_tp1"]}
     totals = {g.id: g.total for g in r.plan.gpus}
     assert totals == pytest.approx({0: 0.92, 1: 0.72})
 
@@ -294,7 +295,7 @@ def test_solver_agrees_with_the_oracle_and_hints_fix(card, variant, isolate, ass
     pl = load_pipeline(card, variant=variant)
     r = planner.solve(card, variant=variant, isolate_stages=isolate, stage_processes=assign)
     v = judge(pl, isolate, assign)
-    assert r.status == v.status, (r.to_dict()["diagnostics"], v.violations)
+    assert r.status == v.status, (planner.result_dict(r)["diagnostics"], v.violations)
     if r.ok:
         assert {s: p for s, p in v.process.items()} == {
             s.name: s.process for s in r.plan.stages if not s.is_tp}
@@ -338,7 +339,7 @@ def test_two_tp_stages_with_the_same_rank_names():
     assert codes(r) == ["process-name-conflict", "process-name-conflict"]
     fixed = planner.solve(config={**cfg, "stages": [cfg["stages"][0], {**cfg["stages"][1],
                                                                         "process": "b"}]})
-    assert fixed.ok and fixed.to_dict()["tp_processes"] == {"a": ["eng_tp0", "eng_tp1"],
+    assert fixed.ok and planner.result_dict(fixed)["tp_processes"] == {"a": ["eng_tp0", "eng_tp1"],
                                                              "b": ["b_tp0", "b_tp1"]}
 
 

@@ -19,7 +19,7 @@ ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
 from ray.exceptions import AuthenticationError
 
 import planner
-from planner.cluster import ray_auth_problem
+from launcher.backends.ray_cluster import cluster_from_ray, ray_auth_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,13 +48,7 @@ def test_a_token_refusal_is_explained_as_such(listening_head, monkeypatch):
     assert "requires token authentication" in problem and "RAY_AUTH_TOKEN" in problem
     assert "InvalidAuthToken: Authentication token is missing or incorrect" in problem
     with pytest.raises(planner.ConfigError, match="requires token authentication"):
-        _from_ray(listening_head)
-
-
-def _from_ray(address):
-    from planner.cluster import from_ray
-
-    return from_ray(address)
+        cluster_from_ray(listening_head)
 
 
 def test_no_cluster_listening_is_not_called_an_authentication_problem(monkeypatch):

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 import planner
-from planner.render.tune import persistent_overlay
+from planner.tune.report import persistent_overlay
 from planner.tune.choose import choose, why
 from planner.tune.model import Workload, os_slice_ms, predict
 from planner.tune.profile import HandoffCost, Profile, StageProfile
@@ -264,7 +264,8 @@ def test_more_busy_threads_than_cores_take_turns_on_them(monkeypatch):
     split = placement(pl, "--isolate-stage b --isolate-stage c")
     busy = dict(predict(split, prof, load).utilization)["cores"]
     assert busy < 0.9
-    monkeypatch.setattr("planner.tune.model.os_slice_ms", lambda cores: 1e9)  # run to the end
+    # run to the end
+    monkeypatch.setattr("planner.tune.simulated_run.os_slice_ms", lambda cores: 1e9)
     assert dict(predict(split, prof, load).utilization)["cores"] > 0.97
     # Linux's default base slice, scaled with the CPUs up to 8.
     monkeypatch.undo()
@@ -277,7 +278,7 @@ def test_shortcuts_predict_what_stepping_every_event_does(load):
     # Torch-like stages: native calls shorter than a wake-up, so threads of one process convoy
     # at the lock (taken in turns without events), beside pure Python and a streaming handoff;
     # one client is put together from one simulation per request size.
-    from planner.tune.model import _Run
+    from planner.tune.simulated_run import SimulatedRun
 
     pl = chain("a", "b", "c", stream_to={"b": "c"})
     prof = replace(profile({"a": (0.5, 2.0, 0.0), "b": (1.0, 20.0, 0.5), "c": (0.3, 6.0, 0.0)},
@@ -286,8 +287,8 @@ def test_shortcuts_predict_what_stepping_every_event_does(load):
     prof = replace(prof, stages=tuple(replace(s, chunks_out=6.0 if s.name == "b" else 1.0)
                                       for s in prof.stages))
     for plan in (planner.declared_plan(pl), placement(pl, "--isolate-stage c")):
-        fast = _Run(plan, prof, load, 2).run()
-        slow = _Run(plan, prof, load, 2, shortcuts=False).run()
+        fast = SimulatedRun(plan, prof, load, 2).run()
+        slow = SimulatedRun(plan, prof, load, 2, shortcuts=False).run()
         assert fast.throughput_rps == pytest.approx(slow.throughput_rps, rel=1e-9)
         assert fast.latency_p50_ms == pytest.approx(slow.latency_p50_ms, rel=1e-9)
         assert fast.latency_p99_ms == pytest.approx(slow.latency_p99_ms, rel=1e-9)
@@ -301,17 +302,17 @@ def test_a_thread_keeps_its_core_from_its_python_to_its_native_work():
     # a only at the end of a slice: 0.75 a, 0.75 b, then a's last 0.25 of Python and, on the same
     # core, 0.5 of native work (its slice's rest), 0.75 b, a's last 0.5: a is done at 3.5 ms. (Had
     # a given up its core between the two, it would queue behind b: done at 4.25 ms.)
-    from planner.tune.model import _Native, _Python, _Resource, _Sim
+    from planner.tune.simulator import NativeWork, PythonWork, Resource, Simulator
 
-    sim = _Sim(_Resource("cores", 1), os_slice_ms(1), switch_ms=5.0)
+    sim = Simulator(Resource("cores", 1), os_slice_ms(1), switch_ms=5.0)
     done = {}
 
     def thread(name, lock, python, native):
-        yield ("cpu", _Python(lock, python, _Native(lock, native, 1e9) if native else None))
+        yield ("cpu", PythonWork(lock, python, NativeWork(lock, native, 1e9) if native else None))
         done[name] = sim.now
 
-    sim.step(thread("a", _Resource("lock a", 1), 1.0, 1.0))
-    sim.step(thread("b", _Resource("lock b", 1), 10.0, 0.0))
+    sim.step(thread("a", Resource("lock a", 1), 1.0, 1.0))
+    sim.step(thread("b", Resource("lock b", 1), 10.0, 0.0))
     sim.run()
     assert os_slice_ms(1) == 0.75
     assert done["a"] == pytest.approx(3.5)
@@ -352,7 +353,7 @@ def test_a_stage_that_computes_before_its_first_chunk_delays_the_next_stage_by_a
 
 
 def test_work_fractions_keep_the_whole_and_the_chunks_handed_on():
-    from planner.tune.model import _pieces, _work_fractions
+    from planner.tune.simulated_run import _pieces, _work_fractions
 
     pieces = _pieces(20)  # the first chunk alone, the other 19 in 7 groups
     assert _work_fractions(pieces, None) == pieces

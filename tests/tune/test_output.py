@@ -10,7 +10,7 @@ import sys
 
 from rich.console import Console
 
-from planner.render.tune import render_choice
+from planner.tune.report import render_choice
 from planner.tune.choose import TIE, choose, score, tie_note, why
 from planner.tune.model import Workload
 from planner.app.tune_verify import bench_name

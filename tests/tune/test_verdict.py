@@ -5,7 +5,7 @@ import io
 
 from rich.console import Console
 
-from planner.render.tune import choice_dict, render_choice
+from planner.tune.report import choice_dict, render_choice
 from planner.tune.choose import TIE, choose
 from planner.tune.model import Workload
 from planner.tune.verify import verdict

@@ -128,8 +128,9 @@ def _main(raw: str, ready_file: str) -> int:
         print(f"error: placement does not solve: {first}", file=sys.stderr, flush=True)
         return 2
     defaults = {"size": spec.stand_in_size} if spec.stand_in_size else {}
-    return serve(result.plan, result.to_dict(), host="127.0.0.1", port=0, device=spec.device,
-                 drain_timeout=5.0, factory_defaults=defaults, ready_file=ready_file)
+    return serve(result.plan, planner.result_dict(result), host="127.0.0.1", port=0,
+                 device=spec.device, drain_timeout=5.0, factory_defaults=defaults,
+                 ready_file=ready_file)
 
 
 if __name__ == "__main__":

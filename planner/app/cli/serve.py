@@ -12,6 +12,7 @@ from planner.app.cli.options import (
     add_scale_args, bounded_int, port,
 )
 from planner.app.cli.solve import solve
+from planner.render.dicts import result_dict
 
 
 def add_parser(sub) -> None:
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         serve = _serve_function()
         if isinstance(serve, int):
             return serve
-        return serve(result.plan, result.to_dict(), host=opts.host, port=opts.port,
+        return serve(result.plan, result_dict(result), host=opts.host, port=opts.port,
                      device=opts.device, max_queued=opts.max_queued)
     return _serve_replicas(opts)
 
@@ -137,7 +138,7 @@ def _serve_replicas(opts: ServeOptions) -> int:
                                    backend=opts.backend, session=session, cluster=cluster,
                                    max_queued=opts.max_queued)
 
-        return serve(result.plan, result.to_dict(), host=opts.host, port=opts.port,
+        return serve(result.plan, result_dict(result), host=opts.host, port=opts.port,
                      device=opts.device, start=start)
     finally:
         if session is not None:

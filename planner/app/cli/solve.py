@@ -34,12 +34,23 @@ def solve(model: ModelChoice, placement: PlacementFlags, scale: Scale):
         if not scale.requested:
             return pipeline, solve_pipeline(pipeline, requests=requests)
         from planner.api import solve_replicas
-        from planner.cluster import load_cluster
 
-        cluster = load_cluster(scale.cluster)
+        cluster = _cluster(scale.cluster)
     except ConfigError as err:
         return None, config_error_result(err, model.variant)
     return pipeline, solve_replicas(pipeline, cluster, scale.count, scale.strategy, requests)
+
+
+def _cluster(spec: str | None):
+    """`--cluster`: a running Ray cluster is joined by the runtime; a file or this machine is read
+    by the planner."""
+    if spec == "ray":
+        from launcher.backends.ray_cluster import cluster_from_ray
+
+        return cluster_from_ray()
+    from planner.cluster import load_cluster
+
+    return load_cluster(spec)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """`planner tune` output: the ranked table (rich), the JSON, and the flags and YAML that make the
-chosen placement persistent."""
+chosen placement persistent. Drawn from tune's values (its ranking, scores and tie notes); it
+decides nothing."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from planner.plan import Assign, Isolate, Plan, Request
 from planner.flags import command_line, flags
+from planner.tune.choose import TIE, Candidate, Choice, score, tie_note
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from planner.tune.choose import Candidate, Choice
     from planner.tune.model import Prediction, Workload
     from planner.tune.profile import Profile
     from planner.tune.verify import Verdict
@@ -109,8 +110,6 @@ def candidate_dict(c: Candidate, measured: list[dict[str, Any]] | None) -> dict[
 def choice_dict(choice: Choice, profile: Profile, why: str,
                 measured: dict[int, list[dict[str, Any]]] | None = None,
                 verdict: Verdict | None = None) -> dict[str, Any]:
-    from planner.tune.choose import tie_note
-
     measured = measured or {}
     ranked = list(choice.ranked)
     best = _recommended(choice, verdict)
@@ -169,8 +168,6 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
                   verdict: Verdict | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
-
-    from planner.tune.choose import TIE, score, tie_note
 
     measured = measured or {}
     if choice.ranked:
