@@ -33,7 +33,8 @@ from tests.launcher.conftest import DEVICE, TINY, pid_alive
 
 pytestmark = pytest.mark.slow
 TEXT = "Hello from the speech endpoint."
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The repository root (tests/launcher/serving/ is three levels down): subprocesses run there.
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
 def wav_samples(body: bytes) -> tuple[int, bytes]:

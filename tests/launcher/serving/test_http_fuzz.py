@@ -24,7 +24,8 @@ from launcher import standins
 from tests.launcher.conftest import leftovers
 
 pytestmark = pytest.mark.slow
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The repository root (tests/launcher/serving/ is three levels down): subprocesses run there.
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SPEECH = "/v1/audio/speech"
 
 

@@ -13,7 +13,7 @@ import pytest
 from launcher.wire import ipc
 
 from tests.launcher.conftest import descendants, pid_alive
-from tests.launcher.test_http import _start_server
+from tests.launcher.serving.test_http import _start_server
 
 pytestmark = pytest.mark.slow
 LONG = "A long request, still being spoken when the server is asked to stop. " * 50
@@ -136,7 +136,7 @@ def test_close_returns_once_every_process_it_started_has_exited(tmp_path):
     import subprocess
     import sys
 
-    from tests.launcher.test_http import ROOT
+    from tests.launcher.serving.test_http import ROOT
 
     out = subprocess.run([sys.executable, "-c", CLOSE], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
