@@ -16,7 +16,7 @@ PY
 
 echo "== end-to-end on CUDA"
 LAUNCHER_TEST_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider \
-    tests/launcher/test_deployment.py tests/launcher/test_http.py
+    tests/launcher/test_deployment.py tests/launcher/serving/test_http.py
 
 echo "== memory fraction enforcement"
 "$PY" -m pytest -q -s -p no:cacheprovider tests/launcher/test_cuda.py

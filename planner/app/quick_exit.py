@@ -1,9 +1,9 @@
 """Ending a process that has loaded torch without the interpreter's teardown of its modules.
 
-Finalizing torch's modules takes 1.2-1.5 s after everything the process started has already
-closed (strace of `planner bench`'s server on the 2-vCPU VM, 2026-12-02; an idle `planner serve
-qwen3-tts` went from 0.86-0.90 s between SIGTERM and its exit to 0.21-0.23 s without it): whoever
-waits for the exit (Ctrl-C at a terminal, a supervisor, bench's next placement) waited with it.
+Finalizing torch's modules takes over a second after everything the process started has already
+closed, and whoever waits for the exit (Ctrl-C at a terminal, a supervisor, bench's next
+placement) waits with it. The measurement: docs/performance.md ("Exiting without torch's
+teardown").
 """
 
 from __future__ import annotations

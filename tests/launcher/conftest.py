@@ -6,13 +6,14 @@ import multiprocessing
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
-import time
 
 import pytest
 
 from launcher.wire import ipc
 from launcher.backends import forkserver
 from launcher.deployment import SHM_PREFIX
+
+from tests.waiting import wait_until
 
 TINY = {"size": "tiny"}
 # benchmarks/gpu_check.sh sets cuda to run the same end-to-end tests on a GPU.
@@ -74,12 +75,8 @@ def shared_fork_server():
 @pytest.fixture(autouse=True)
 def nothing_left_behind():
     yield
-    deadline = time.monotonic() + 3.0
-    while True:
-        procs, segments = leftovers()
-        if (not procs and not segments) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    wait_until(lambda: leftovers() == (set(), []), 3.0, fail=False)
+    procs, segments = leftovers()
     assert not procs, f"processes left running: {sorted(procs)}"
     assert not segments, f"shared-memory segments left: {segments}"
 

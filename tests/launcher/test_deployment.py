@@ -25,6 +25,7 @@ from launcher.audio import SAMPLE_RATE
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY, pid_alive
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 TEXT = "Placement must not change the audio."
@@ -87,10 +88,8 @@ def test_killed_worker_fails_its_request_restarts_and_serves_again():
         assert err.value.status == 503
         assert time.monotonic() - killed_at < 1.0
         assert d.health()["status"] in ("degraded", "ok")
-        deadline = time.monotonic() + 20
-        while d.health()["status"] != "ok":
-            assert time.monotonic() < deadline, d.health()
-            time.sleep(0.05)
+        wait_until(lambda: d.health()["status"] == "ok", 20,
+                   lambda: f"the deployment to be whole again: {d.health()}")
         assert d.worker_pids()["vocoder"] != victim
         assert not pid_alive(victim)
         again = d.synthesize(TEXT, timeout=30)
@@ -170,7 +169,7 @@ def test_health_and_metrics_describe_the_running_processes():
         # (on a loaded machine it can come late), not for one interval.
         # Each process reports for itself: the vocoder's report (and its queue depth) may come
         # after the pipeline's.
-        wait_for(lambda: reported(d, "tts_engine") == 2 and reported(d, "vocoder") >= 2,
+        wait_until(lambda: reported(d, "tts_engine") == 2 and reported(d, "vocoder") >= 2,
                  timeout=60)
         health = d.health()
         assert health["device"] == DEVICE
@@ -216,14 +215,6 @@ def reported(d, stage):
     return int(float(m.group(1))) if m else 0
 
 
-def wait_for(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-    return value
-
-
 # The tiny stand-ins' payloads are small enough to travel inside their messages; these tests
 # send them through shared memory instead (inline_bytes=0), which is what large payloads take.
 def test_shared_blocks_are_given_back_and_reused_across_requests():
@@ -232,13 +223,13 @@ def test_shared_blocks_are_given_back_and_reused_across_requests():
         expected = d.synthesize(TEXT, timeout=30)
         for _ in range(2):
             d.synthesize(TEXT, timeout=30)
-        _, warm = wait_for(lambda: (b := shm_blocks(d, "pipeline"))[0] == 0 and b[1] > 0 and b)
+        _, warm = wait_until(lambda: (b := shm_blocks(d, "pipeline"))[0] == 0 and b[1] > 0 and b)
         for _ in range(4):
             assert torch.equal(d.synthesize(TEXT, timeout=30).samples, expected.samples)
-        lent, free = wait_for(lambda: (b := shm_blocks(d, "pipeline"))[0] == 0 and b)
+        lent, free = wait_until(lambda: (b := shm_blocks(d, "pipeline"))[0] == 0 and b)
         assert free <= warm + 2  # reused, not one new block per handoff
         # The supervisor reads the audio and gives the vocoder's blocks back too.
-        assert wait_for(lambda: (b := shm_blocks(d, "vocoder"))[0] == 0 and b[1] > 0)
+        assert wait_until(lambda: (b := shm_blocks(d, "vocoder"))[0] == 0 and b[1] > 0)
 
 
 def test_blocks_a_dead_reader_held_are_given_back_to_their_owner():
@@ -247,16 +238,16 @@ def test_blocks_a_dead_reader_held_are_given_back_to_their_owner():
         d.synthesize(TEXT, timeout=30)
         d.synthesize(TEXT, timeout=30)
         # The pipeline worker's report of both requests (its pool's blocks are in the same one).
-        wait_for(lambda: reported(d, "tts_engine") == 2, timeout=30)
+        wait_until(lambda: reported(d, "tts_engine") == 2, timeout=30)
         lent, free = shm_blocks(d, "pipeline")
         assert lent > 0  # the reader keeps the tensors, so their blocks stay lent
         victim = d.worker_pids()["vocoder"]
         os.kill(victim, signal.SIGKILL)
-        wait_for(lambda: d.health()["status"] == "ok" and d.worker_pids()["vocoder"] != victim,
+        wait_until(lambda: d.health()["status"] == "ok" and d.worker_pids()["vocoder"] != victim,
                  timeout=20)
-        assert wait_for(lambda: shm_blocks(d, "pipeline") == (0, lent + free))
+        assert wait_until(lambda: shm_blocks(d, "pipeline") == (0, lent + free))
         d.synthesize(TEXT, timeout=30)
-        wait_for(lambda: reported(d, "tts_engine") == 3, timeout=30)
+        wait_until(lambda: reported(d, "tts_engine") == 3, timeout=30)
         again, rest = shm_blocks(d, "pipeline")
         assert again > 0 and again + rest == lent + free  # reused, none created
 
@@ -277,11 +268,9 @@ def test_a_killed_tensor_parallel_rank_restarts_all_ranks_of_its_stage():
         expected = d.synthesize(TEXT, timeout=30)
         before = d.worker_pids()
         os.kill(before["pipeline_tp1"], signal.SIGKILL)
-        deadline = time.monotonic() + 20
-        while d.worker_pids().get("pipeline_tp0") == before["pipeline_tp0"] or \
-                d.health()["status"] != "ok":
-            assert time.monotonic() < deadline, d.health()
-            time.sleep(0.05)
+        wait_until(lambda: d.worker_pids().get("pipeline_tp0") != before["pipeline_tp0"]
+                   and d.health()["status"] == "ok", 20,
+                   lambda: f"both ranks restarted: {d.health()}")
         after = d.worker_pids()
         assert after["tts_frontend"] == before["tts_frontend"]
         assert not pid_alive(before["pipeline_tp0"])
@@ -307,14 +296,12 @@ def test_an_abandoned_request_frees_its_generator_within_one_chunk(tmp_path, how
             request.cancel()
         else:
             request = d.submit(LONG)
-            wait_for(lambda: log.exists() and "chunk" in log.read_text(), timeout=30)
+            wait_until(lambda: log.exists() and "chunk" in log.read_text(), timeout=30)
             with pytest.raises(RequestTimeout):
                 request.result(timeout=0.01)  # the caller stops waiting while audio is made
         abandoned = time.time()
-        deadline = time.monotonic() + 30
-        while "closed" not in (text := log.read_text()):
-            assert time.monotonic() < deadline, "the generator was not closed"
-            time.sleep(0.01)
+        wait_until(lambda: "closed" in log.read_text(), 30, "the generator to be closed")
+        text = log.read_text()
         late = [float(t) for kind, t in (line.split() for line in text.splitlines())
                 if kind == "chunk" and float(t) > abandoned]
         assert len(late) <= 1  # the chunk in progress at most

@@ -20,6 +20,7 @@ from ray.exceptions import AuthenticationError
 
 import planner
 from launcher.backends.ray_cluster import cluster_from_ray, ray_auth_problem
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,9 +142,7 @@ def _signal_and_wait(pids: list[int], sig: int) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(_running(p) for p in pids):
-        time.sleep(0.05)
+    wait_until(lambda: not any(_running(p) for p in pids), 15, fail=False)
 
 
 def _running(pid: int) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -22,6 +21,7 @@ from launcher.backends.ray_backend import RaySession
 from launcher.serving.replica_set import launch_replicas
 from planner.api import solve_replicas
 from tests.launcher.conftest import pid_alive
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 TINY = {"size": "tiny"}
@@ -93,13 +93,9 @@ def test_replicas_run_where_planned_share_gpus_as_planned_and_stop_without_a_tra
         ray.kill(ray.get_actor(old["ray_actor_name"]))
         # Generous: a new actor imports torch and builds its stages; with other work on the two
         # cores that took over 60 s once.
-        deadline = time.monotonic() + 240
-        while True:
-            now = victim.health()["processes"][1]
-            if now["state"] == "ready" and now["pid"] != old["pid"]:
-                break
-            assert time.monotonic() < deadline, victim.health()
-            time.sleep(0.1)
+        now = wait_until(lambda: (p := victim.health()["processes"][1])["state"] == "ready"
+                         and p["pid"] != old["pid"] and p, 240,
+                         lambda: f"a new actor to be ready: {victim.health()}")
         assert now["restarts"] == 1 and now["ray_actor_id"] != old["ray_actor_id"]
         assert torch.equal(victim.synthesize(TEXTS[0], timeout=60).samples, expected[0])
         pids = [p["pid"] for r in replicas.health()["replicas"] for p in r["processes"]]
@@ -108,9 +104,7 @@ def test_replicas_run_where_planned_share_gpus_as_planned_and_stop_without_a_tra
     assert not _stage_planner_actors()
     assert all(state == "REMOVED" for pg, state in _pg_states().items() if pg not in before)
     # Ray reaps a killed actor's process on its own time: on a busy machine seconds later.
-    deadline = time.monotonic() + 60
-    while [p for p in pids if pid_alive(p)] and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not [p for p in pids if pid_alive(p)], 60, fail=False)
     assert not [p for p in pids if pid_alive(p)]
 
 
@@ -166,7 +160,7 @@ def test_planner_serve_on_ray_answers_over_http_and_ctrl_c_removes_everything(cl
 
 def test_on_ray_a_killed_actor_of_one_replica_fails_no_new_request_while_the_other_serves(
         cluster):
-    from tests.scale.test_router import assert_no_new_request_fails, gone, wait_for
+    from tests.scale.test_router import assert_no_new_request_fails, gone
 
     session = RaySession(cluster.address)
     nodes = session.cluster()
@@ -179,7 +173,7 @@ def test_on_ray_a_killed_actor_of_one_replica_fails_no_new_request_while_the_oth
 
         def kill() -> None:
             ray.kill(ray.get_actor(victim["ray_actor_name"]))
-            wait_for(lambda: gone(victim["pid"]), 30, "the actor's death")
+            wait_until(lambda: gone(victim["pid"]), 30, "the actor's death")
 
         assert_no_new_request_fails(replicas, kill, restart_s=120)
     finally:

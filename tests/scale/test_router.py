@@ -17,17 +17,10 @@ from launcher.serving.replica_set import launch_replicas
 from planner import Cluster, Node
 from planner.api import solve_replicas
 from tests.processes import gone
+from tests.waiting import wait_until
 
 TINY = {"size": "tiny"}
 TEXT = "one replica is sick, the other one is fine"
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def assert_no_new_request_fails(replicas, kill, restart_s: float = 60) -> None:
@@ -49,13 +42,13 @@ def assert_no_new_request_fails(replicas, kill, restart_s: float = 60) -> None:
     for t in threads:
         t.start()
     try:
-        wait_for(lambda: len(outcomes) >= 6, 60, "requests to flow")
+        wait_until(lambda: len(outcomes) >= 6, 60, "requests to flow")
         kill()
         dead_at = time.monotonic()
-        wait_for(lambda: replicas.health()["status"] == "degraded", 10, "degraded")
-        wait_for(lambda: replicas.health()["status"] == "ok", restart_s, "the restart")
+        wait_until(lambda: replicas.health()["status"] == "degraded", 10, "degraded")
+        wait_until(lambda: replicas.health()["status"] == "ok", restart_s, "the restart")
         back_at = time.monotonic()
-        wait_for(lambda: sum(s > back_at for s, _ in outcomes) >= 3, 60, "more requests")
+        wait_until(lambda: sum(s > back_at for s, _ in outcomes) >= 3, 60, "more requests")
     finally:
         stop.set()
         for t in threads:
@@ -77,6 +70,6 @@ def test_a_killed_worker_of_one_replica_fails_no_new_request_while_the_other_is_
 
         def kill() -> None:
             os.kill(victim, signal.SIGKILL)
-            wait_for(lambda: gone(victim), 10, "the worker's death")
+            wait_until(lambda: gone(victim), 10, "the worker's death")
 
         assert_no_new_request_fails(replicas, kill)

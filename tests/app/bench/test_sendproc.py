@@ -18,14 +18,14 @@ from planner.app.bench.arrivals import Sent, Unsent
 from planner.app.bench.http1 import Endpoint, Response, speech_request
 from planner.app.bench.sendproc import SenderProcess
 from tests.app.bench.stub_server import Reply, StubServer
+from tests.waiting import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def exited(pid: int, within_s: float) -> bool:
     """Whether process `pid` (not a child of this one, or an orphan re-parented here) ends."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
+    def ended() -> bool:
         try:
             if os.waitpid(pid, os.WNOHANG)[0]:  # an orphan re-parented to this process
                 return True
@@ -35,8 +35,8 @@ def exited(pid: int, within_s: float) -> bool:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
-        time.sleep(0.02)
-    return False
+        return False
+    return wait_until(ended, within_s, fail=False)
 
 
 def read_response(sock: socket.socket) -> Response:

@@ -15,6 +15,7 @@ import pytest  # noqa: E402
 
 from planner.app.cli import main  # noqa: E402
 from tests.launcher.conftest import leftovers  # noqa: E402
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 PR_SET_CHILD_SUBREAPER = 36
@@ -38,9 +39,7 @@ def bench(tmp_path_factory):
                      "--concurrency", "2", "--warmup", "1", "--input-chars", "40", "--stream",
                      "--stand-in-size", "tiny", "--device", "cpu", "--seed", "7",
                      "--output", str(out)])
-        deadline = time.monotonic() + 5.0
-        while leftovers() != (set(), []) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: leftovers() == (set(), []), 5.0, fail=False)
         left = leftovers()
     finally:
         _subreaper(False)

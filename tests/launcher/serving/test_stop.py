@@ -13,7 +13,8 @@ import pytest
 from launcher.wire import ipc
 
 from tests.launcher.conftest import descendants, pid_alive
-from tests.launcher.test_http import _start_server
+from tests.launcher.serving.test_http import _start_server
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 LONG = "A long request, still being spoken when the server is asked to stop. " * 50
@@ -29,10 +30,8 @@ def _running(pid: int) -> bool:
 
 
 def _gone_within(pids, seconds: float) -> set[int]:
-    deadline = time.monotonic() + seconds
-    while (alive := {p for p in pids if _running(p)}) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return alive
+    wait_until(lambda: not any(_running(p) for p in pids), seconds, fail=False)
+    return {p for p in pids if _running(p)}
 
 
 def _clients(url: str, n: int, results: list) -> list[threading.Thread]:
@@ -50,10 +49,8 @@ def _clients(url: str, n: int, results: list) -> list[threading.Thread]:
 
 
 def _wait_in_flight(url: str, n: int) -> None:
-    deadline = time.monotonic() + 20
-    while httpx.get(f"{url}/health").json()["in_flight"] < n:
-        assert time.monotonic() < deadline, "the requests never got in flight"
-        time.sleep(0.02)
+    wait_until(lambda: httpx.get(f"{url}/health").json()["in_flight"] >= n, 20,
+               f"{n} requests in flight")
 
 
 @pytest.mark.parametrize(("signals", "window"), [(("SIGTERM",), 1.5), (("SIGINT", "SIGINT"), 30)],
@@ -98,9 +95,7 @@ def test_a_killed_server_leaves_no_worker_and_no_shared_block():
         proc.kill()
         proc.wait(10)
         assert not _gone_within(workers, 1.0)
-        deadline = time.monotonic() + 1.0
-        while ipc.segments(prefix) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: not ipc.segments(prefix), 1.0, fail=False)
         assert ipc.segments(prefix) == []
     finally:
         if proc.poll() is None:
@@ -136,7 +131,7 @@ def test_close_returns_once_every_process_it_started_has_exited(tmp_path):
     import subprocess
     import sys
 
-    from tests.launcher.test_http import ROOT
+    from tests.launcher.serving.test_http import ROOT
 
     out = subprocess.run([sys.executable, "-c", CLOSE], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)

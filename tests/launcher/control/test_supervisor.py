@@ -6,7 +6,6 @@ backoff; past the restart limit the deployment gives up and fails what is left.
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 import torch
@@ -19,6 +18,7 @@ from launcher.errors import Unavailable, WorkerDied
 from launcher.wire.ipc import SegmentPool
 from launcher.wire.protocol import Cancel, Deliver, HandedOver, Ready, Released, Result
 from tests.launcher.fake_backend import FakeBackend
+from tests.waiting import wait_until
 
 BOUND_S = 30.0  # generous: these wait for the supervisor's thread, never for time to pass
 
@@ -29,15 +29,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def _wait(condition, what: str) -> None:
-    done = threading.Event()
-    for _ in range(int(BOUND_S / 0.01)):
-        if condition():
-            return
-        done.wait(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -86,12 +77,13 @@ def test_a_death_fails_exactly_the_requests_its_unit_held_and_the_unit_restarts(
     with pytest.raises(WorkerDied, match="vocoder"):
         at_vocoder.result(timeout=BOUND_S)
     # The request the pipeline process still holds is not touched by the vocoder's death.
-    _wait(lambda: sup.procs["vocoder"].state == "restarting", "the vocoder to be restarting")
+    wait_until(lambda: sup.procs["vocoder"].state == "restarting",
+               BOUND_S, "the vocoder to be restarting")
     assert sup.table.get(at_pipeline.id) is not None
     # Nothing restarts before the backoff is over; afterwards the unit is started again.
     assert backend.started.count("vocoder") == 1
     clock.now += 10.0
-    _wait(lambda: backend.started.count("vocoder") == 2, "the vocoder's restart")
+    wait_until(lambda: backend.started.count("vocoder") == 2, BOUND_S, "the vocoder's restart")
     assert backend.pids["vocoder"] != vocoder_pid
     assert sup.procs["vocoder"].restarts == 1
 
@@ -99,7 +91,8 @@ def test_a_death_fails_exactly_the_requests_its_unit_held_and_the_unit_restarts(
 def test_a_restarting_process_refuses_new_requests_that_need_it_at_entry(deployment):
     sup, backend, _ = deployment
     backend.die("pipeline")
-    _wait(lambda: sup.procs["pipeline"].state == "restarting", "the pipeline to be restarting")
+    wait_until(lambda: sup.procs["pipeline"].state == "restarting",
+               BOUND_S, "the pipeline to be restarting")
     with pytest.raises(Unavailable, match="pipeline"):
         sup.submit("hello", None, stream=False)
 
@@ -108,11 +101,13 @@ def test_past_the_restart_limit_the_deployment_gives_up_and_fails_what_is_left(d
     sup, backend, clock = deployment
     for _ in range(2):  # the policy allows two restarts
         backend.die("vocoder")
-        _wait(lambda: sup.procs["vocoder"].state == "restarting", "a restart to be scheduled")
+        wait_until(lambda: sup.procs["vocoder"].state == "restarting",
+                   BOUND_S, "a restart to be scheduled")
         clock.now += 10.0
-        _wait(lambda: sup.procs["vocoder"].state == "starting", "the restart")
+        wait_until(lambda: sup.procs["vocoder"].state == "starting", BOUND_S, "the restart")
         backend.say("vocoder", Ready())
-        _wait(lambda: sup.procs["vocoder"].state == "ready", "the vocoder to be ready")
+        wait_until(lambda: sup.procs["vocoder"].state == "ready",
+                   BOUND_S, "the vocoder to be ready")
     pending = sup.submit("left", None, stream=False)
     backend.die("vocoder")
     assert sup.failed.wait(BOUND_S)
@@ -126,7 +121,8 @@ def test_a_cancelled_request_is_cancelled_in_every_running_process(deployment):
     sup, backend, _ = deployment
     handle = sup.submit("bye", None, stream=False)
     handle.cancel()
-    _wait(lambda: all(backend.messages_to(p, Cancel) for p in ("pipeline", "vocoder")),
+    wait_until(lambda: all(backend.messages_to(p, Cancel) for p in ("pipeline", "vocoder")),
+               BOUND_S,
           "Cancel in both processes")
     assert {m.request_id for p in ("pipeline", "vocoder") for m in backend.messages_to(p, Cancel)} \
         == {handle.id}

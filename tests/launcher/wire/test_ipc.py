@@ -8,6 +8,8 @@ import torch
 
 from launcher.wire import ipc
 
+from tests.waiting import wait_until
+
 PREFIX = "stageplanner-test-"
 
 
@@ -26,12 +28,13 @@ def receiver(pool):
     r.close()
 
 
-def wait_until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
+def collected(condition):
+    """`condition`, asked after a garbage collection: a block goes back to its pool when the
+    last view of it is collected."""
+    def ask():
         gc.collect()
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+        return condition()
+    return ask
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool,
@@ -86,7 +89,7 @@ def test_block_is_reused_only_after_the_receiver_drops_every_view(pool, receiver
     time.sleep(0.05)
     assert first.segment in pool.lent()
     del derived
-    wait_until(lambda: first.segment not in pool.lent())
+    wait_until(collected(lambda: first.segment not in pool.lent()), what="the block's return")
     third = pool.pack({"t": torch.full((1000,), 3.0)}, "dest")
     assert third.segment == first.segment and len(pool.names()) == 2
     assert torch.equal(receiver.unpack(third)["t"], torch.full((1000,), 3.0))
@@ -98,7 +101,7 @@ def test_a_tensor_kept_alive_keeps_its_block_lent(pool, receiver):
     for _ in range(5):
         other = pool.pack({"t": torch.zeros(64, dtype=torch.int64)}, "dest")
         del receiver.unpack(other)["t"]
-        wait_until(lambda: other.segment not in pool.lent())
+        wait_until(collected(lambda: other.segment not in pool.lent()), what="the block's return")
         assert packed.segment in pool.lent()
         assert torch.equal(kept, torch.arange(64, dtype=torch.int64))
     assert len(pool.names()) == 2
@@ -169,7 +172,7 @@ def test_release_from_a_finalizer_on_another_thread_reaches_the_callback():
         t = threading.Thread(target=box.clear)
         t.start()
         t.join()
-        wait_until(lambda: calls)
+        wait_until(collected(lambda: calls), what="the release call")
         assert calls == [(packed.segment, packed.lease, True)]
         receiver.close()
 

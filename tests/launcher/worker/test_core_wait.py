@@ -3,7 +3,6 @@ is the machine's, not the stage's, and /metrics says how much."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -12,6 +11,7 @@ from launcher import launch
 from launcher.worker.core_wait import WaitClock
 
 from tests.processes import cpu_hogs  # noqa: F401 - a fixture
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 PURE_PYTHON = {"name": "busy", "stages": [
@@ -22,12 +22,10 @@ PURE_PYTHON = {"name": "busy", "stages": [
 def _settled(deployment, stage: str, calls: int, timeout: float = 60.0):
     """The deployment's sample once every call of `stage` has been reported (workers report on
     an interval; on a loaded machine late)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        sample = deployment.sample()
-        if sample.stage_latency[stage].n >= calls or time.monotonic() > deadline:
-            return sample
-        time.sleep(0.05)
+    def sample():
+        s = deployment.sample()
+        return s if s.stage_latency[stage].n >= calls else None
+    return wait_until(sample, timeout, fail=False) or deployment.sample()
 
 
 @pytest.mark.skipif(not WaitClock().known,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import multiprocessing.forkserver
 import os
 import signal
-import time
 
 import pytest
 
@@ -14,18 +13,10 @@ from launcher import launch
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY, pid_alive
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 TEXT = "The fork server died, and nobody noticed."
-
-
-def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (value := predicate()):
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_killing_the_fork_server_leaves_live_workers_serving_and_is_healed():
@@ -35,7 +26,7 @@ def test_killing_the_fork_server_leaves_live_workers_serving_and_is_healed():
         assert d.health()["helpers"]["fork_server"] == {
             "pid": fork_server, "state": "ok", "restarts": 0}
         os.kill(fork_server, signal.SIGKILL)
-        helper = wait_for(lambda: (h := d.health()["helpers"]["fork_server"])["restarts"] == 1
+        helper = wait_until(lambda: (h := d.health()["helpers"]["fork_server"])["restarts"] == 1
                           and h["state"] == "ok" and h, what="the fork server's restart")
         assert helper["pid"] not in (None, fork_server)
         # The workers were never taken for dead: same processes, still serving.
@@ -44,11 +35,11 @@ def test_killing_the_fork_server_leaves_live_workers_serving_and_is_healed():
         assert all(p["restarts"] == 0 for p in d.health()["processes"])
         # A worker that dies now is restarted from the new fork server.
         os.kill(before["vocoder"], signal.SIGKILL)
-        wait_for(lambda: d.health()["status"] == "ok" and d.worker_pids().get("vocoder")
+        wait_until(lambda: d.health()["status"] == "ok" and d.worker_pids().get("vocoder")
                  not in (None, before["vocoder"]), what="the vocoder's restart")
         assert d.synthesize(TEXT, timeout=60).samples.numel() > 0
     # Stopped means stopped, though the first workers outlived the fork server that forked them.
-    wait_for(lambda: not any(pid_alive(p) for p in before.values()), 10, "the old workers' exit")
+    wait_until(lambda: not any(pid_alive(p) for p in before.values()), 10, "the old workers' exit")
 
 
 def test_a_supervisor_thread_that_dies_fails_the_deployment_and_says_why():

@@ -26,6 +26,7 @@ from planner.api import solve_replicas
 
 from tests.launcher.conftest import DEVICE
 from tests.processes import gone
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 PHASE_S = 30.0
@@ -100,14 +101,6 @@ class HealthWatch:
         self.thread.join(REQUEST_TIMEOUT_S + 5)
 
 
-def wait_for(predicate, what: str) -> float:
-    deadline = time.monotonic() + PHASE_S
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-    return time.monotonic()
-
-
 def ready_pids(report: dict) -> set[int]:
     return {p["pid"] for r in report.get("replicas", []) for p in r["processes"]
             if p["state"] == "ready"}
@@ -135,15 +128,17 @@ def test_chaos_killing_a_worker_the_fork_server_and_another_replicas_worker():
         serving.start()
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         try:
-            wait_for(lambda: server.started, "the server")
+            wait_until(lambda: server.started, PHASE_S, "the server")
             with HealthWatch(url) as health, Load(url) as load:
-                wait_for(lambda: sum(o == "ok" for _, o in load.outcomes) >= 6, "warm-up")
+                wait_until(lambda: sum(o == "ok" for _, o in load.outcomes) >= 6,
+                           PHASE_S, "warm-up")
                 pids = [d.worker_pids() for d in replicas.replicas]
                 dead: list[tuple[float, int]] = []  # (confirmed dead at, pid)
 
                 def kill(pid: int) -> None:
                     os.kill(pid, signal.SIGKILL)
-                    dead.append((wait_for(lambda: gone(pid), f"pid {pid} to die"), pid))
+                    wait_until(lambda: gone(pid), PHASE_S, f"pid {pid} to die")
+                    dead.append((time.monotonic(), pid))
 
                 def whole() -> bool:
                     report = health.latest()
@@ -153,21 +148,21 @@ def test_chaos_killing_a_worker_the_fork_server_and_another_replicas_worker():
 
                 # 1. a worker of replica 0
                 kill(pids[0]["vocoder"])
-                wait_for(whole, "replica 0 restarted")
+                wait_until(whole, PHASE_S, "replica 0 restarted")
                 # 2. the fork server: live workers stay, a new one is started for later spawns
                 fork_server = multiprocessing.forkserver._forkserver._forkserver_pid
                 kill(fork_server)
-                wait_for(lambda: whole() and fork_servers_ok(health.latest())
-                         and fork_server not in fork_servers_ok(health.latest()),
-                         "a new fork server")
+                wait_until(lambda: whole() and fork_servers_ok(health.latest())
+                           and fork_server not in fork_servers_ok(health.latest()), PHASE_S,
+                           "a new fork server")
                 assert [d.worker_pids()["pipeline"] for d in replicas.replicas] == \
                     [pids[0]["pipeline"], pids[1]["pipeline"]]  # nobody was taken for dead
                 # 3. a worker of replica 1, spawned from the new fork server
                 kill(pids[1]["pipeline"])
-                wait_for(whole, "replica 1 restarted")
+                wait_until(whole, PHASE_S, "replica 1 restarted")
                 after = time.monotonic()
-                wait_for(lambda: sum(s > after and o == "ok" for s, o in load.outcomes) >= 6,
-                         "load after the chaos")
+                wait_until(lambda: sum(s > after and o == "ok" for s, o in load.outcomes) >= 6,
+                           PHASE_S, "load after the chaos")
         finally:
             server.should_exit = True
             serving.join(30)

@@ -9,7 +9,7 @@ import signal
 import httpx
 import pytest
 
-from tests.launcher.test_http import _start_server
+from tests.launcher.serving.test_http import _start_server
 
 pytestmark = pytest.mark.slow
 LONG = "This sentence goes on for a while, so that the stream lasts long enough. " * 5

@@ -30,10 +30,12 @@ from launcher.control.metric_names import REQUESTS, REQUESTS_IN_FLIGHT, total
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY, pid_alive
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 TEXT = "Hello from the speech endpoint."
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The repository root (tests/launcher/serving/ is three levels down): subprocesses run there.
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
 def wav_samples(body: bytes) -> tuple[int, bytes]:
@@ -141,10 +143,7 @@ def _start_server(*args: str) -> tuple[subprocess.Popen, str]:
 
 
 def _all_exit(pids, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not any(pid_alive(p) for p in pids)
+    return wait_until(lambda: not any(pid_alive(p) for p in pids), within, fail=False)
 
 
 def _arrived(url: str) -> float:
@@ -158,10 +157,7 @@ def _arrived(url: str) -> float:
 def _wait_arrived(url: str, n: int, within: float = 60) -> None:
     # Wait for the event (the server took the requests in), not for a guess of how long that
     # takes: on a loaded machine the clients can take seconds to connect.
-    deadline = time.monotonic() + within
-    while _arrived(url) < n:
-        assert time.monotonic() < deadline, f"the server never took in {n} requests"
-        time.sleep(0.05)
+    wait_until(lambda: _arrived(url) >= n, within, f"the server to take in {n} requests")
 
 
 def test_serve_drains_on_sigterm_and_leaves_nothing_running():
@@ -203,10 +199,8 @@ def test_a_worker_death_and_its_restart_are_printed_on_the_server_console():
         vocoder = next(p["pid"] for p in httpx.get(f"{url}/health").json()["processes"]
                        if p["name"] == "vocoder")
         os.kill(vocoder, signal.SIGKILL)
-        deadline = time.monotonic() + 120
-        while not any("worker restarted: vocoder" in line for line in lines):
-            assert time.monotonic() < deadline, lines
-            time.sleep(0.05)
+        wait_until(lambda: any("worker restarted: vocoder" in line for line in lines), 120,
+                   lambda: f"the vocoder's restart in the log: {lines}")
         died = next(line for line in lines if line.startswith("worker died:"))
         assert f"'vocoder' (pid {vocoder}" in died
         assert "was killed by SIGKILL; restarting it (restart 1)" in died

@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -22,9 +21,11 @@ from hypothesis import strategies as st
 from launcher import standins
 
 from tests.launcher.conftest import leftovers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The repository root (tests/launcher/serving/ is three levels down): subprocesses run there.
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SPEECH = "/v1/audio/speech"
 
 
@@ -56,9 +57,7 @@ def served(tmp_path_factory):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    deadline = time.monotonic() + 3.0
-    while any(leftovers()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not any(leftovers()), 3.0, fail=False)
     procs, segments = leftovers()
     assert not procs and not segments, (procs, segments)
     assert "Traceback" not in log.read_text(), log.read_text()
@@ -164,14 +163,11 @@ def test_the_worker_survived_the_fuzzing_and_speaking(served):
 def test_a_restarting_worker_gets_503_with_retry_after(served, http):
     pid = _health(served)["processes"][0]["pid"]
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while (r := http.post(SPEECH, json={"input": "hi"})).status_code == 200:
-        assert time.monotonic() < deadline, "the kill was never noticed"
-        time.sleep(0.02)
+    r = wait_until(lambda: (r := http.post(SPEECH, json={"input": "hi"})).status_code != 200 and r,
+                   10, "the kill to be noticed")
     assert r.status_code == 503 and 1 <= int(r.headers["retry-after"]) <= 2, r.headers
     health = httpx.get(f"{served[0]}/health")
     if health.status_code == 503:
         assert int(health.headers["retry-after"]) >= 1
-    while httpx.get(f"{served[0]}/health").json()["status"] != "ok":  # back for the teardown
-        assert time.monotonic() < deadline + 20, "the worker did not come back"
-        time.sleep(0.05)
+    wait_until(lambda: httpx.get(f"{served[0]}/health").json()["status"] == "ok",  # for teardown
+               30, "the worker to come back")

@@ -4,7 +4,6 @@ rest of its prefill (the audit saw 10.5-11.8 s)."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -12,6 +11,7 @@ from launcher import cancellation, launch, standins
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE
+from tests.waiting import wait_until
 
 LONG = ("A long paragraph of text that somebody gave up on. " * 80)[:4000]
 
@@ -64,10 +64,8 @@ def test_an_abandoned_long_request_stops_within_a_piece_and_frees_the_engine(tmp
                        generator_args=(("log", str(log)),))
     with launch(plan, device=DEVICE, factory_defaults={"size": "base"}) as d:
         abandoned = d.submit(LONG)
-        deadline = time.monotonic() + 60
-        while not (log.exists() and "piece" in log.read_text()):  # inside its prefill
-            assert time.monotonic() < deadline, "the long request never reached the engine"
-            time.sleep(0.01)
+        wait_until(lambda: log.exists() and "piece" in log.read_text(),  # inside its prefill
+                   60, "the long request to reach the engine")
         abandoned.cancel()  # what the front door does when its client goes away
         assert d.synthesize("The next one.", timeout=60).samples.numel() > 0
     events = [e.split() for e in log.read_text().split("\n") if e]

@@ -17,6 +17,8 @@ from starlette.routing import Route
 
 from launcher.serving.http_timeouts import guarded
 
+from tests.waiting import wait_until
+
 BOUND_S = 0.5
 
 
@@ -36,9 +38,7 @@ def address():
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: server.started, 10, fail=False)
     yield sock.getsockname()
     server.should_exit = True
     thread.join(10)
