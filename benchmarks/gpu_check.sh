@@ -22,7 +22,7 @@ echo "== memory fraction enforcement"
 "$PY" -m pytest -q -s -p no:cacheprovider tests/launcher/test_cuda.py
 
 echo "== GPU compute share (CUDA MPS active-thread percentage)"
-"$PY" -m pytest -q -p no:cacheprovider tests/launcher/test_gpu_share.py
+"$PY" -m pytest -q -p no:cacheprovider tests/launcher/worker/test_gpu_share.py
 # Enforced only by an MPS daemon; this check never starts or stops one (the device's settings
 # are left as they are). With one running, a compute-bound loop at a 25% share must take clearly
 # longer than at 100%.
