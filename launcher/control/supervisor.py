@@ -234,6 +234,7 @@ class Supervisor:
             targets = [self.procs[copy.get(g, g)]
                        for g in (self.layout.home[s] for s in self.layout.entry)]
             handle = SpeechRequest(request_id, stream, self.finish)
+            handle.copies = copy
             self.table.open(handle, {p.name for p in targets})
         payload = ipc.Packed(None, (), {"text": text, "voice": voice, **(options or {})})
         for stage, p in zip(self.layout.entry, targets):
