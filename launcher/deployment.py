@@ -139,7 +139,8 @@ class Deployment:
             "in_flight": snap.in_flight,
             "processes": [
                 {
-                    "name": p.name,
+                    "name": p.name,  # a copy's own name: `vocoder.1`
+                    "group": p.group,
                     "pid": p.pid,
                     "state": states[p.name],
                     "stages": list(p.stages),
@@ -147,6 +148,9 @@ class Deployment:
                     "memory_fraction": p.memory_fraction,
                     "restarts": p.restarts,
                     "death": p.death,  # how it last died, as the supervisor saw it
+                    # requests bound to it and not finished, and ever (a TP rank: not counted)
+                    **({"in_flight": p.in_flight, "served": p.served}
+                       if p.served is not None else {}),
                     **self._backend.where(p.name),
                 }
                 for p in snap.processes
@@ -183,7 +187,7 @@ class Deployment:
             stage_core_wait_s=counts.stage_core_wait_s,
             processes=tuple(metrics.ProcessSample(
                 p.name, p.pid, p.gpu, p.restarts, dict(p.depths), p.shm, p.cuda_allocated,
-                p.reports)
+                p.reports, p.in_flight, p.served)
                 for p in snap.processes),
         )
 

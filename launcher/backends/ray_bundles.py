@@ -53,9 +53,9 @@ class ReplicaBundles:
 
 
 def processes_by_gpu(plan: Plan) -> dict[str, int | None]:
-    """Every worker process of the plan (process groups, tensor-parallel ranks) and the logical
-    GPU it runs on (None: CPU)."""
-    out: dict[str, int | None] = {g.name: g.gpu for g in plan.groups}
+    """Every worker process of the plan (each copy of each process group, tensor-parallel ranks)
+    and the logical GPU it runs on (None: CPU)."""
+    out: dict[str, int | None] = {c: g.gpu for g in plan.groups for c in g.copy_names()}
     out |= {t.name: t.gpu for t in plan.tp_processes}
     return out
 

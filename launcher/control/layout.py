@@ -1,14 +1,13 @@
-"""From a `Plan` to what the backend starts: one worker spec per process group and per tensor-
-parallel rank, grouped into units that restart together. Placement is the plan's; nothing here
-re-decides it."""
+"""From a `Plan` to what the backend starts: one worker spec per copy of each process group and
+per tensor-parallel rank, grouped into units that restart together (a copy is a unit of its own:
+it dies and restarts alone). Placement is the plan's; nothing here re-decides it."""
 
 from __future__ import annotations
 
 import math
 import socket
-from collections.abc import Iterable
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # only named: the fork server preloads this module, and planner is ortools
@@ -22,8 +21,11 @@ from launcher.wire.specs import CLIENT, StageSpec, Successor, TpSpec, WorkerSpec
 @dataclass(frozen=True)
 class Layout:
     units: tuple[Unit, ...]
-    home: Mapping[str, str]  # stage -> the process that receives its payloads
+    home: Mapping[str, str]  # stage -> the process group (or TP rank 0) receiving its payloads
     entry: tuple[str, ...]  # stages a request is submitted to
+    # process group -> its copies' process names (`ProcessGroup.copy_names`); a group with one
+    # copy is its own process. A request is bound to one copy of each (`copies.CopyChooser`).
+    copies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def workers(self) -> dict[str, WorkerSpec]:
         return {w.name: w for u in self.units for w in u.workers}
@@ -82,7 +84,8 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
     succs: dict[str, list[Successor]] = {s.name: [] for s in plan.stages}
     for h in plan.handoffs:
         preds[h.target].append(h.source)
-        succs[h.source].append(Successor(h.target, h.streaming, home[h.target]))
+        succs[h.source].append(Successor(h.target, h.streaming, home[h.target],
+                                         copied=plan.copies_of(h.target) > 1))
     order = [s.name for s in plan.stages]
     entry = tuple(plan.entry_stages) or tuple(s for s in order if not preds[s])
     cuda = device == "cuda"
@@ -121,12 +124,15 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
         fractions = [plan.stage(s).fraction for s in stages
                      if plan.stage(s).gpus and plan.stage(s).fraction is not None]
         shares = [plan.stage(s).gpu_compute_fraction for s in stages if plan.stage(s).gpus]
-        units.append(Unit(group.name, (WorkerSpec(
-            name=group.name, stages=tuple(spec(s) for s in stages), gpu=gpu,
+        specs = tuple(spec(s) for s in stages)
+        # Each copy a process of its own on the group's GPU, with the group's fraction and
+        # compute share: the planner counted the fraction once per copy.
+        units += [Unit(name, (WorkerSpec(
+            name=name, stages=specs, gpu=gpu,
             memory_fraction=round(sum(fractions), 6) if gpu is not None and fractions else None,
             shm_prefix=shm_prefix, inline_bytes=inline_bytes,
             gpu_compute_percentage=gpu_compute_percentage(shares) if gpu is not None else None,
-        ),)))
+        ),)) for name in group.copy_names()]
     backend = "nccl" if cuda else "gloo"
     ranks: dict[str, list[WorkerSpec]] = {}
     for tp in sorted(plan.tp_processes, key=lambda t: t.rank):
@@ -140,7 +146,8 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
             if gpu is not None else None,
         ))
     units += [Unit(f"tp:{stage}", tuple(workers)) for stage, workers in ranks.items()]
-    return Layout(tuple(units), home, entry)
+    copies = {g.name: g.copy_names() for g in plan.groups}
+    return Layout(tuple(units), home, entry, copies)
 
 
 def with_fresh_rendezvous(unit: Unit) -> Unit:

@@ -66,6 +66,8 @@ class ProcessSample:
     shm: PoolUsage
     cuda_allocated: int | None
     reports: int = 0  # timing reports received from it (launcher.control.procs.Proc.reports)
+    in_flight: int | None = None  # requests bound to it, not finished (None: not counted)
+    served: int | None = None  # requests ever bound to it (a copy: those chosen for it)
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,13 @@ class _Collector:
                                    labels=["process", "state", *extra])
         size = GaugeMetricFamily(M.SHM_BYTES, "Size of a process's shared-memory blocks.",
                                  labels=["process", *extra])
+        bound = GaugeMetricFamily(
+            M.PROCESS_IN_FLIGHT, "Requests bound to a worker process (a copy of its group), not "
+            "finished.", labels=["process", *extra])
+        served = CounterMetricFamily(
+            M.PROCESS_REQUESTS, "Requests bound to a worker process: of a group run in several "
+            "copies, those chosen for this copy; otherwise every request.",
+            labels=["process", *extra])
         cuda = GaugeMetricFamily(M.CUDA_ALLOCATED, "torch.cuda.memory_allocated of a worker.",
                                  labels=["process", "gpu", *extra])
         for i, s in enumerate(self.samples):
@@ -155,13 +164,16 @@ class _Collector:
                     rss.add_metric([p.name, *r], resident)
                 restarts.add_metric([p.name, *r], p.restarts)
                 reports.add_metric([p.name, *r], p.reports)
+                if p.served is not None:
+                    bound.add_metric([p.name, *r], p.in_flight or 0)
+                    served.add_metric([p.name, *r], p.served)
                 blocks.add_metric([p.name, "lent", *r], p.shm.lent)
                 blocks.add_metric([p.name, "free", *r], p.shm.free)
                 size.add_metric([p.name, *r], p.shm.bytes)
                 if p.cuda_allocated is not None:
                     cuda.add_metric([p.name, str(p.gpu), *r], p.cuda_allocated)
         yield from (stage, core_wait, request, outcomes, refused, in_flight, depth, rss, restarts,
-                    reports, blocks, size)
+                    reports, bound, served, blocks, size)
         if cuda.samples:
             yield cuda
 

@@ -33,6 +33,8 @@ class SpeechRequest:
         self.id = request_id
         self.stream = stream
         self.sample_rate = sample_rate  # the plan's (its card's `sample_rate`)
+        # The copy of each group run in several copies that serves it (group -> copy name).
+        self.copies: dict[str, str] = {}
         self.done = False
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._cancel = cancel

@@ -10,6 +10,11 @@ notices deaths and restarts. Payloads between workers never pass through here (s
   blocks; its unit is restarted as `RestartPolicy` says, or the deployment gives up.
 - A cancelled or failed request is cancelled in every process (`Cancel`): the ones that hold
   it drop it, the others will if it reaches them.
+- A group run in several copies: each request is bound at admission to one copy of it
+  (`copies.CopyChooser`: least in flight, skipping copies that are down) and its `Deliver`s
+  carry that route. Each copy is a unit of its own: its death fails the requests it held, and
+  those bound to it that reach it before it is back; the other copies keep serving, and a
+  request is refused only while every copy of some group is down.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import torch
 
 from launcher.wire import ipc
 from launcher.control.admission import Refusals
+from launcher.control.copies import CopyChooser, NoCopyUp
 from launcher.wire.backend import Backend, Exited, Received, Unit
 from launcher.errors import Overloaded, RequestFailed, StageFailed, Unavailable, WorkerDied
 from launcher.control.layout import Layout
@@ -34,7 +40,7 @@ from launcher.wire.protocol import (
     BuildError, Building, Cancel, Deliver, Free, HandedOver, PassedOn, PeerGone, Ready, Released,
     Result, StageError, Started, Stats, Undeliverable,
 )
-from launcher.control.request_table import RequestTable, SpeechRequest
+from launcher.control.request_table import Closed, RequestTable, SpeechRequest
 from launcher.control.restart import RestartPolicy
 from launcher.wire.specs import CLIENT
 
@@ -45,7 +51,8 @@ POLL_S = 0.1
 class ProcessView:
     """One worker process as the supervisor sees it at one moment (a copy: safe to keep)."""
 
-    name: str
+    name: str  # a copy's name for a group run in several copies (`vocoder.1`)
+    group: str  # the process group it runs (a copy's group; a TP rank's unit)
     pid: int | None  # None unless it is starting or ready
     state: str  # starting | ready | restarting | failed | stopped
     stages: tuple[str, ...]
@@ -58,6 +65,8 @@ class ProcessView:
     depths: Mapping[str, int]
     shm: ipc.PoolUsage
     cuda_allocated: int | None
+    in_flight: int | None  # requests bound to it, not finished (None: a TP rank, every request)
+    served: int | None  # requests ever bound to it (None: a TP rank)
 
     def describe(self) -> str:
         return f"process '{self.name}' (pid {self.pid}, stages: {', '.join(self.stages)})"
@@ -96,6 +105,11 @@ class Supervisor:
         self.units: dict[str, Unit] = {u.name: u for u in layout.units}
         self.procs = {w.name: Proc(w, u.name) for u in layout.units for w in u.workers}
         self.table = RequestTable()
+        self.chooser = CopyChooser(layout.copies)
+        self._group = {c: g for g, names in layout.copies.items() for c in names}
+        # What a request needs up: one copy of each group, and every other process (TP ranks).
+        self._needed = tuple(layout.copies.values()) + tuple(
+            (name,) for name in self.procs if name not in self._group)
         self.stage_latency = {s: Histogram() for s in stages}
         self.stage_core_wait_s = {s: 0.0 for s in stages}
         self.request_latency = Histogram()
@@ -157,11 +171,13 @@ class Supervisor:
     # -- what the deployment asks -----------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         with self.lock:
+            bound, served = self.chooser.in_flight(), self.chooser.served()
             return Snapshot(self.state, self.failure, len(self.table), tuple(
-                ProcessView(p.name, p.pid if p.running else None, p.state,
-                            tuple(s.name for s in p.spec.stages), p.spec.gpu,
+                ProcessView(p.name, self._group.get(p.name, p.unit), p.pid if p.running else None,
+                            p.state, tuple(s.name for s in p.spec.stages), p.spec.gpu,
                             p.spec.memory_fraction, p.restarts, p.reports, p.death, p.building,
-                            dict(p.depths), p.shm, p.cuda_allocated)
+                            dict(p.depths), p.shm, p.cuda_allocated, bound.get(p.name),
+                            served.get(p.name))
                 for p in self.procs.values()))
 
     def tallies(self) -> Tallies:
@@ -207,37 +223,59 @@ class Supervisor:
     def submit(self, text: str, voice: str | None, stream: bool,
                options: Mapping[str, Any] | None = None) -> SpeechRequest:
         with self.lock:
-            targets = [self.procs[self.layout.home[s]] for s in self.layout.entry]
-            self._admit(targets)
-            handle = SpeechRequest(next(self._ids), stream, self.finish)
+            self._admit()
+            request_id = next(self._ids)
+            try:
+                route = self.chooser.bind(request_id, self._up)
+            except NoCopyUp as exc:  # only when a copy died since `_admit` looked
+                self.refusals.count("restarting")
+                raise Unavailable(f"{exc}; retry shortly") from None
+            copy = dict(route)
+            targets = [self.procs[copy.get(g, g)]
+                       for g in (self.layout.home[s] for s in self.layout.entry)]
+            handle = SpeechRequest(request_id, stream, self.finish)
+            handle.copies = copy
             self.table.open(handle, {p.name for p in targets})
         payload = ipc.Packed(None, (), {"text": text, "voice": voice, **(options or {})})
         for stage, p in zip(self.layout.entry, targets):
             if not self.backend.send(p.name, Deliver(stage, handle.id, CLIENT, None, True,
-                                                     payload)):
+                                                     payload, route)):
                 self.finish(handle.id, WorkerDied(f"{p.describe()} is not reachable"))
         return handle
 
+    def _up(self, process: str) -> bool:
+        """Ready and alive: one that died a moment ago (not yet noticed: up to `POLL_S`) would
+        only fail the request."""
+        alive = getattr(self.backend, "alive", None)
+        return self.procs[process].state == "ready" and (alive is None or alive(process))
+
     def refusal(self) -> tuple[str, RequestFailed] | None:
-        """Why a new request would be refused now (reason, error), or None. Every process must
-        be ready and alive: a request needs all its stages, and one that died a moment ago (not
-        yet noticed: up to `POLL_S`) would only fail it."""
+        """Why a new request would be refused now (reason, error), or None. A request needs all
+        its stages: every process must be up (`_up`), or, for a group run in several copies,
+        one of its copies."""
         if self.state != "running":
             why = f": {self.failure}" if self.failure else ""
             return "not_running", Unavailable(f"deployment is {self.state}{why}")
-        alive = getattr(self.backend, "alive", None)
-        for p in self.procs.values():
-            if p.state != "ready":
-                return "restarting", Unavailable(f"{p.describe()} is {p.state}")
-            if alive is not None and not alive(p.name):
-                return "restarting", Unavailable(f"{p.describe()} has just died")
+        for names in self._needed:
+            if any(self._up(c) for c in names):
+                continue
+            p = self.procs[names[0]]
+            if len(names) > 1:
+                return "restarting", Unavailable(
+                    f"every copy of process group '{self._group[p.name]}' is down "
+                    f"({p.describe()} {self._down(p)}, ...)")
+            return "restarting", Unavailable(f"{p.describe()} {self._down(p)}")
         if len(self.table) >= self.max_queued:
             return "queue_full", Overloaded(
                 f"the deployment holds {len(self.table)} requests, its limit (--max-queued "
                 f"{self.max_queued}); retry shortly")
         return None
 
-    def _admit(self, targets: list[Proc]) -> None:
+    @staticmethod
+    def _down(p: Proc) -> str:
+        return f"is {p.state}" if p.state != "ready" else "has just died"
+
+    def _admit(self) -> None:
         """Raise (and count) the refusal of a new request, if it is refused."""
         refused = self.refusal()
         if refused is not None:
@@ -247,13 +285,20 @@ class Supervisor:
     def finish(self, request_id: int, error: RequestFailed, outcome: str = "error") -> None:
         """Fail or cancel a request: its caller gets `error`, and every process drops it (its
         holders, and any that has it but is not on record yet: bookkeeping may lag)."""
-        closed = self.table.close(request_id, outcome)
+        closed = self._close(request_id, outcome)
         if closed is None:
             return
         for p in self.procs.values():
             if p.running:
                 self.backend.send(p.name, Cancel(request_id))
         closed.handle._fail(error)
+
+    def _close(self, request_id: int, outcome: str) -> Closed | None:
+        """Take the request out of flight: out of the table, and off the copies it was bound
+        to."""
+        closed = self.table.close(request_id, outcome)
+        self.chooser.release(request_id)
+        return closed
 
     def _result(self, proc: Proc, msg: Result) -> None:
         handle = self.table.get(msg.request_id)
@@ -286,7 +331,7 @@ class Supervisor:
         handle._chunk(audio)
         del audio, data
         if msg.last:
-            closed = self.table.close(msg.request_id, "ok")
+            closed = self._close(msg.request_id, "ok")
             if closed is not None:
                 with self.lock:
                     self.request_latency.observe(closed.seconds)

@@ -49,12 +49,18 @@ from launcher.wire.ipc import Packed, PoolUsage, TensorRef
 # -- to a worker (from the supervisor; Deliver and Free also from a peer) ------------------------
 
 
+# The copy of each copied process group a request is bound to, (group, copy) in plan order
+# (`launcher.control.copies`); groups with one copy are not named.
+Route = tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True)
 class Deliver:
     """A payload for stage `target`: from the client (`source` is CLIENT) or from stage `source`.
 
     `chunk` is the index in a chunk stream (None for a whole payload); `last` marks the final
-    message from `source` for this request."""
+    message from `source` for this request. `route`: the request's copies, carried on every
+    `Deliver` so that each process hands the request on to the copies it is bound to."""
 
     target: str
     request_id: int
@@ -62,6 +68,7 @@ class Deliver:
     chunk: int | None
     last: bool
     packed: Packed
+    route: Route = ()
 
 
 @dataclass(frozen=True)
@@ -234,24 +241,29 @@ def _getter(cls: type) -> Callable[[object], tuple]:
 
 _INDEX = {cls: i for i, cls in enumerate(MESSAGES)}
 _FIELDS = {cls: _getter(cls) for cls in MESSAGES}
-_CARRIES_PACKED = (Deliver, Result)  # their last field is a Packed
+# Where each message that carries a `Packed` has it, among its fields.
+_PACKED_AT = {cls: [f.name for f in fields(cls)].index("packed") for cls in (Deliver, Result)}
 
 
 def _flat(message: object) -> tuple:
     cls = type(message)
-    if cls in _CARRIES_PACKED:
-        *head, p = _FIELDS[cls](message)
+    at = _PACKED_AT.get(cls)
+    if at is not None:
+        values = _FIELDS[cls](message)
+        p = values[at]
         refs = tuple((r.key, r.dtype, r.shape, r.offset, r.nbytes) for r in p.tensors)
-        return (_INDEX[cls], *head, (p.segment, refs, p.values, p.lease, p.used, p.inline))
+        return (_INDEX[cls], *values[:at], (p.segment, refs, p.values, p.lease, p.used, p.inline),
+                *values[at + 1:])
     return (_INDEX[cls], *_FIELDS[cls](message))
 
 
 def _message(flat: tuple) -> object:
     cls = MESSAGES[flat[0]]
-    if cls in _CARRIES_PACKED:
-        segment, refs, values, lease, used, inline = flat[-1]
+    at = _PACKED_AT.get(cls)
+    if at is not None:
+        segment, refs, values, lease, used, inline = flat[at + 1]
         packed = Packed(segment, tuple(TensorRef(*r) for r in refs), values, lease, used, inline)
-        return cls(*flat[1:-1], packed)
+        return cls(*flat[1:at + 1], packed, *flat[at + 2:])
     return cls(*flat[1:])
 
 

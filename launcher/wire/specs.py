@@ -18,6 +18,8 @@ class Successor:
     stage: str
     streaming: bool  # a `stream_to` edge: chunks are handed on one by one
     process: str  # the process hosting `stage` (rank 0 for a tensor-parallel stage)
+    # `process` is a group of several copies: the request's route names the one to hand it to.
+    copied: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """A worker's side of the request table: what this process has of each request, and what it
-tells the supervisor about it (see `protocol` for the rules the supervisor relies on).
+tells the supervisor about it (see `protocol` for the rules the supervisor relies on), and the
+copies the request is bound to (its `Deliver`'s route), kept while this process has it.
 
 Thread-safe: every stage thread of the process, and its control thread (cancellations), use it.
 """
@@ -9,7 +10,9 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from launcher.wire.protocol import HandedOver, PassedOn, Released, Result
+from collections.abc import Mapping
+
+from launcher.wire.protocol import HandedOver, PassedOn, Released, Result, Route
 
 FORGET_AFTER = 4096  # cancelled request ids remembered (late payloads of them are dropped)
 
@@ -23,6 +26,26 @@ class Holdings:
         # Read without the lock by the stage threads (`in`): a set is safe to test meanwhile.
         self.cancelled: set[int] = set()
         self._cancelled_order: deque[int] = deque()
+        # request -> {group: copy}; read without the lock (a dict lookup is atomic)
+        self._routes: dict[int, Mapping[str, str]] = {}
+
+    def bind(self, request_id: int, route: Route) -> None:
+        """Keep the request's route while this process has the request (a cancelled one's is
+        not kept: nothing of it will be handed on)."""
+        if not route or request_id in self._routes:
+            return
+        with self._lock:
+            if request_id not in self.cancelled:
+                self._routes[request_id] = dict(route)
+
+    def route(self, request_id: int) -> Route:
+        """The route to hand on with the request (empty: no copied group, or not kept)."""
+        return tuple(self._routes.get(request_id, {}).items())
+
+    def copy_of(self, request_id: int, group: str) -> str | None:
+        """The copy of `group` the request is bound to; None when its route is not kept here
+        (it was cancelled, or finished, meanwhile)."""
+        return self._routes.get(request_id, {}).get(group)
 
     def cancel(self, request_id: int) -> None:
         with self._lock:
@@ -33,6 +56,7 @@ class Holdings:
                     self.cancelled.discard(self._cancelled_order.popleft())
             self._finished.pop(request_id, None)
             self._handed.pop(request_id, None)
+            self._routes.pop(request_id, None)
 
     def first_handoff(self, request_id: int, process: str, pid: int) -> bool:
         """Record a handoff to `process` (pid `pid`); True if the supervisor has not been told
@@ -53,6 +77,7 @@ class Holdings:
                 return False
             del self._finished[request_id]
             self._handed.pop(request_id, None)
+            self._routes.pop(request_id, None)
             return True
 
 

@@ -70,6 +70,7 @@ class StageRunner:
             if msg.packed.segment is not None:
                 self.give_back(msg.packed.segment, msg.packed.lease)
             return None
+        self.holdings.bind(msg.request_id, msg.route)
         try:
             data = self.receiver.unpack(msg.packed)
         except OSError as exc:
@@ -223,21 +224,28 @@ class StageRunner:
         if succ.stage in self.local:
             self.inboxes[succ.stage].put(Envelope(request_id, source, chunk, last, data))
             return True
+        process = succ.process
+        if succ.copied:  # the copy this request is bound to
+            process = self.holdings.copy_of(request_id, succ.process)
+            if process is None:  # its route was dropped: cancelled meanwhile
+                self.cancel(request_id)
+                notes.append(Released(request_id))
+                return False
         packed = None
         try:
-            pid = self.channel.peer(succ.process, succ.stage)
-            packed = self.pool.pack(data, f"{succ.process}:{pid}")
+            pid = self.channel.peer(process, succ.stage)
+            packed = self.pool.pack(data, f"{process}:{pid}")
             self.channel.to_peer(pid, Deliver(succ.stage, request_id, source, chunk, last,
-                                              packed))
+                                              packed, self.holdings.route(request_id)))
         except PeerUnreachable as exc:
             if packed is not None and packed.segment is not None:
                 self.pool.release(packed.segment, packed.lease)
             self.cancel(request_id)
-            notes += [Undeliverable(request_id, source, succ.process, str(exc)),
+            notes += [Undeliverable(request_id, source, process, str(exc)),
                       Released(request_id)]
             return False
-        if self.holdings.first_handoff(request_id, succ.process, pid):
+        if self.holdings.first_handoff(request_id, process, pid):
             # After the payload, never after this process's Released (same pipe, same frame):
             # if the receiver dies first, this names a dead pid, and the request fails then.
-            notes.append(HandedOver(request_id, succ.process, pid))
+            notes.append(HandedOver(request_id, process, pid))
         return True
