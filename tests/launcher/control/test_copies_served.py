@@ -13,7 +13,7 @@ from launcher import launch
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY
-from tests.launcher.test_copies import with_copies
+from tests.launcher.control.test_copies import with_copies
 
 pytestmark = pytest.mark.slow
 TEXTS = [f"Copy {i} of this sentence, spoken by whichever copy is free." for i in range(4)]

@@ -19,8 +19,9 @@ from launcher.errors import RequestFailed
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY
-from tests.launcher.test_copies import with_copies
+from tests.launcher.control.test_copies import with_copies
 from tests.processes import gone
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 PHASE_S = 30.0
@@ -31,11 +32,7 @@ SLOW_VOCODER = (("device_ms", 50.0), ("chunks", 2), ("audio_ms", 120.0))
 
 
 def wait_for(predicate, what: str):
-    deadline, pause = time.monotonic() + PHASE_S, threading.Event()
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        pause.wait(0.02)
-    return value
+    return wait_until(predicate, PHASE_S, what)
 
 
 class Load:
