@@ -91,7 +91,8 @@ def _serve_null(stage: dict[str, Any], requests: int) -> tuple[float, float]:
 
     import yaml
 
-    from planner.app.bench.loadgen import Closed, Load, run_load
+    from planner.app.bench.load_shapes import Closed, Load
+    from planner.app.bench.loadgen import run_load
     from planner.app.bench.server import Server, ServerSpec
 
     with tempfile.TemporaryDirectory() as tmp:
