@@ -27,7 +27,9 @@ import time
 from datetime import date
 
 from planner.app.bench.arrivals import realtime
-from planner.app.bench.loadgen import LATE_S, Closed, Load, Open, arrival_times, run_load
+from planner.app.bench.load_results import LATE_S
+from planner.app.bench.load_shapes import Closed, Load, Open, arrival_times
+from planner.app.bench.loadgen import run_load
 from planner.app.bench.machine import cpu_model
 from planner.app.bench.stats import percentile
 

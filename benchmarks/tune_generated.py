@@ -25,29 +25,27 @@ sizes; a chain or a branch that joins again; a streaming edge or none). For each
 
 It reports the share of picks within 5% of the best, the mean pick/best, and the median and 90th
 percentile of the throughput prediction error over every placement and load, with the seeds.
-The judge reads only measurements: it never imports tune's ranking or tie rules.
+The judge (`generated_judge.py`) reads only measurements: it never imports tune's ranking or tie
+rules. The generator is `generated_pipelines.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import math
 import os
-import random
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import yaml
 
-import planner
+from generated_judge import Judged, errors, label, measured_at, overall, ratio_interval, summary
+from generated_pipelines import count_placements, describe, generate
 
 LOADS = (1, 4)
 Load = tuple[str, float]  # ("--concurrency", 4) or ("--rate", 40.0): as the commands take it
@@ -72,79 +70,6 @@ def load_tag(load: Load) -> str:
 
 def load_args(loads: list[Load]) -> list[str]:
     return [a for option, value in loads for a in (option, f"{value:g}")]
-WITHIN = 0.05  # a pick this close to the best measured counts as a hit
-KINDS = ("python", "native", "mixed")
-
-
-# -- the generator ---------------------------------------------------------------------------------
-def _costs(rng: random.Random, kind: str) -> dict[str, float]:
-    ms = round(rng.uniform(1.0, 8.0) * 2) / 2  # unequal sizes, 1-8 ms of CPU per request
-    if kind == "python":
-        return {"gil_ms": ms}
-    if kind == "native":
-        return {"gil_ms": 0.2, "native_ms": ms}
-    share = rng.uniform(0.3, 0.7)
-    return {"gil_ms": round(ms * share, 2), "native_ms": round(ms * (1 - share), 2)}
-
-
-def generate(seed: int, max_placements: int = 6, stages: int | None = None) -> dict:
-    """A complete pipeline config, the same for the same arguments. `max_placements`: edges are
-    left out of `process_safe_edges` (at random) until at most this many placements are accepted,
-    so every one of them can be served in the time a run has."""
-    rng = random.Random(seed)
-    n = stages or rng.randint(3, 5)
-    names = [f"s{i}" for i in range(n)]
-    branch = n >= 4 and rng.random() < 0.5
-    edges: list[tuple[str, str]] = []
-    if branch:  # s0 -> s1, s2 -> s3 (-> s4)
-        edges = [("s0", "s1"), ("s0", "s2"), ("s1", "s3"), ("s2", "s3")]
-        edges += list(itertools.pairwise(names[3:]))
-    else:
-        edges = list(itertools.pairwise(names))
-    preds = {b: sum(1 for _, t in edges if t == b) for b in names}
-    cfg_stages = []
-    for name in names:
-        args = _costs(rng, rng.choice(KINDS))
-        cfg_stages.append({"name": name, "process": "pipeline",
-                           "factory": "launcher.synthetic:stage", "args": args})
-    by_name = {s["name"]: s for s in cfg_stages}
-    for a, b in edges:
-        by_name[a].setdefault("next", []).append(b)
-    # One streaming edge, or none: from a stage with one successor into one with one input (the
-    # launcher joins at most one chunk stream, and a plain chain edge is the common case).
-    single = [(a, b) for a, b in edges if len(by_name[a]["next"]) == 1 and preds[b] == 1]
-    if single and rng.random() < 0.5:
-        a, b = rng.choice(single)
-        by_name[a]["stream_to"] = [b]
-        by_name[a]["args"].update(chunks=rng.randint(3, 6), out_bytes=16384)
-    last = names[-1]
-    by_name[last]["terminal"] = True
-    by_name[last]["args"]["audio_ms"] = 300.0
-    safe = [list(e) for e in edges]
-    cfg = {"name": f"generated-{seed}", "stages": cfg_stages, "process_safe_edges": safe}
-    while count_placements(cfg) > max_placements and safe:
-        safe.pop(rng.randrange(len(safe)))
-    return cfg
-
-
-def count_placements(cfg: dict) -> int:
-    return len(planner.feasible_placements(planner.load(config=cfg)))
-
-
-def describe(cfg: dict) -> str:
-    parts = []
-    # a stage fed a stream does its work once per chunk it is handed (`launcher.synthetic`)
-    fed = {t: src["args"]["chunks"] for src in cfg["stages"] for t in src.get("stream_to", [])}
-    for s in cfg["stages"]:
-        a = s["args"]
-        kind = ("mixed" if a.get("gil_ms", 0) > 0.5 and a.get("native_ms") else
-                "native" if a.get("native_ms") else "python")
-        cpu = a.get("gil_ms", 0) + a.get("native_ms", 0)
-        stream = f", streams {a['chunks']} chunks" if s.get("stream_to") else ""
-        per = f" x{fed[s['name']]} chunks" if s["name"] in fed else ""
-        parts.append(f"{s['name']} {kind} {cpu:.1f} ms{per}{stream}")
-    shape = "branch" if any(len(s.get("next", [])) > 1 for s in cfg["stages"]) else "chain"
-    return f"{shape}: " + "; ".join(parts)
 
 
 # -- running the planner ---------------------------------------------------------------------------
@@ -217,94 +142,6 @@ def head_to_head_rounds(cfg_path: Path, pick: list[str], best: list[str], load: 
     best_name = names["best"] if names["best"] != "declared" else base
     pairs = list(zip(per_round.get(pick_name, []), per_round.get(best_name, [])))
     return got[pick_name], got[best_name], pairs
-
-
-# Student's t at 0.95 (a two-sided 90% interval) by degrees of freedom; between two entries the
-# lower one's, which is the wider interval.
-_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860,
-        9: 1.833, 10: 1.812, 11: 1.796, 12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697}
-
-
-def ratio_interval(pairs: list[tuple[float, float]]) -> tuple[float, float] | None:
-    """A 90% interval for the pick over the best from the paired rounds' ratios (Student's t on
-    their logarithms): how far the judge itself can be off. None with fewer than two rounds."""
-    logs = [math.log(p / b) for p, b in pairs if p > 0 and b > 0]
-    if len(logs) < 2:
-        return None
-    mid, sd = statistics.fmean(logs), statistics.stdev(logs)
-    t = _T95[max(df for df in _T95 if df <= len(logs) - 1)]
-    half = t * sd / math.sqrt(len(logs))
-    return math.exp(mid - half), math.exp(mid + half)
-
-
-# -- the judge: measurements only ------------------------------------------------------------------
-@dataclass(frozen=True)
-class Judged:
-    seed: int
-    load: str  # "C=4", "40 req/s"
-    pick: str
-    best: str  # the best of the all-placements measurement
-    pick_rps: float  # head to head (or the all-placements figure when the pick was the best)
-    best_rps: float
-    head_to_head: bool
-    # pick over best, a 90% interval from the head to head's paired rounds (`ratio_interval`)
-    interval_90: tuple[float, float] | None = None
-
-    @classmethod
-    def from_saved(cls, entry: dict) -> Judged:
-        """One of a saved summary's `judged` entries (which carry their ratio besides)."""
-        return cls(**{k: entry[k] for k in cls.__dataclass_fields__ if k in entry})
-
-    @property
-    def ratio(self) -> float:
-        """The pick over the best, at most 1: where the pick measured above the best head to head,
-        it is as good as the best."""
-        return min(self.pick_rps / self.best_rps, 1.0) if self.best_rps else 0.0
-
-
-def label(flags: list[str]) -> str:
-    return " ".join(flags) or "declared"
-
-
-def measured_at(answer: dict, k: int) -> dict[str, float]:
-    """Each candidate's measured throughput at the k-th load, by its flags."""
-    out = {}
-    for c in answer["candidates"]:
-        m = (c.get("measured_by_workload") or [None] * (k + 1))[k] or {}
-        if m.get("throughput_rps") and not m.get("errors"):
-            out[label(c["flags"])] = m["throughput_rps"]
-    return out
-
-
-def errors(answer: dict) -> list[float]:
-    """Relative throughput prediction errors over every measured candidate and load."""
-    out = []
-    for c in answer["candidates"]:
-        for p, m in zip(c["predicted_by_workload"], c.get("measured_by_workload") or []):
-            if m and m.get("throughput_rps"):
-                out.append((p["throughput_rps"] - m["throughput_rps"]) / m["throughput_rps"])
-    return out
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-
-
-def summary(judged: list[Judged], errs: list[float]) -> dict:
-    ratios = [j.ratio for j in judged]
-    absolute = [abs(e) for e in errs]
-    return {"picks": len(ratios),
-            "within_5pct": sum(r >= 1 - WITHIN for r in ratios),
-            "share_within_5pct": round(sum(r >= 1 - WITHIN for r in ratios) / len(ratios), 3)
-            if ratios else None,
-            "mean_pick_over_best": round(statistics.fmean(ratios), 4) if ratios else None,
-            "lowest": round(min(ratios), 4) if ratios else None,
-            "median_error": round(percentile(absolute, 50), 4) if absolute else None,
-            "p90_error": round(percentile(absolute, 90), 4) if absolute else None,
-            "errors": len(absolute)}
 
 
 def judge_one(seed: int, cfg_path: Path, answer: dict, out: Path, requests: int,
@@ -479,46 +316,6 @@ def rejudge(directory: Path, save: Path, requests: int, rounds: int) -> dict:
               "pairs": rows}
     print(json.dumps({k: v for k, v in result.items() if k != "pairs"}, indent=1))
     (save / "rejudge.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    return result
-
-
-def overall(directories: list[Path]) -> dict:
-    """The issue's bars over several judging sets at once: each `--save` directory's picks and
-    prediction errors, a pick judged again (a `--rejudge` directory given beside the run it judged)
-    counted by its new head to head instead of its old one. Per set and over all of them."""
-    runs = {d.name: d for d in directories if (d / "summary.json").is_file()}
-    again: dict[str, dict] = {}
-    for d in directories:
-        if (d / "rejudge.json").is_file():
-            data = json.loads((d / "rejudge.json").read_text(encoding="utf-8"))
-            if data["rejudged"] not in runs:
-                raise SystemExit(f"{d} judged {data['rejudged']} again: give that run's "
-                                 f"directory too")
-            again[data["rejudged"]] = {(p["seed"], p["load"]): p for p in data["pairs"]}
-        elif d.name not in runs:
-            raise SystemExit(f"{d}: neither a --save directory (summary.json) nor a --rejudge "
-                             f"one (rejudge.json)")
-    judged_all: list[Judged] = []
-    errs_all: list[float] = []
-    sets = {}
-    for name, d in runs.items():
-        newer = again.get(name, {})
-        judged = []
-        for entry in json.loads((d / "summary.json").read_text(encoding="utf-8"))["per_seed"]:
-            for j in entry["judged"]:
-                p = newer.get((entry["seed"], j["load"]))
-                if p is not None:
-                    j = {**j, "pick_rps": p["pick_rps"], "best_rps": p["best_rps"],
-                         "interval_90": p["interval_90"]}
-                judged.append(Judged.from_saved(j))
-        errs = [e for f in sorted(d.glob("generated-*/answer*.json"))
-                for e in errors(json.loads(f.read_text(encoding="utf-8")))]
-        sets[name] = summary(judged, errs) | {"rejudged": bool(newer)}
-        judged_all += judged
-        errs_all += errs
-        print(f"{name}{' (judged again)' if newer else ''}: {json.dumps(sets[name])}")
-    result = {"sets": sets, "all": summary(judged_all, errs_all)}
-    print(f"all: {json.dumps(result['all'])}")
     return result
 
 

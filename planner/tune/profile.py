@@ -92,7 +92,7 @@ class Profile:
     switch_interval_ms: float = 5.0
     # Of the stages' time while profiled, the share they spent waiting for a CPU core (other work
     # on the machine). It is left out of every cost, but above BUSY_SHARE the split of CPU time
-    # into lock-holding and native work is less certain: see `planner.app.profiling._Probe`.
+    # into lock-holding and native work is less certain: see `planner.app.profiling.lock_sampling.LockProbe`.
     core_wait_share: float = 0.0
     note: str = ""
 

@@ -15,31 +15,33 @@ import planner
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import generated_judge as gj
+import generated_pipelines as gp
 import tune_generated as tg
 
 
 def test_the_same_seed_gives_the_same_pipeline_and_it_solves():
     for seed in (1, 2, 3):
-        cfg = tg.generate(seed, max_placements=6)
-        assert cfg == tg.generate(seed, max_placements=6)
+        cfg = gp.generate(seed, max_placements=6)
+        assert cfg == gp.generate(seed, max_placements=6)
         result = planner.solve(config=cfg)
         assert result.ok, result.diagnostics
-        assert 1 <= tg.count_placements(cfg) <= 6
+        assert 1 <= gp.count_placements(cfg) <= 6
 
 
 def test_the_seeds_cover_chains_branches_streaming_and_every_cost_kind():
-    cfgs = [tg.generate(seed, max_placements=6) for seed in range(1, 16)]
-    described = " ".join(tg.describe(c) for c in cfgs)
+    cfgs = [gp.generate(seed, max_placements=6) for seed in range(1, 16)]
+    described = " ".join(gp.describe(c) for c in cfgs)
     assert "chain:" in described and "branch:" in described and "streams" in described
-    for kind in tg.KINDS:
+    for kind in gp.KINDS:
         assert f" {kind} " in described
     sizes = {len(c["stages"]) for c in cfgs}
     assert sizes <= {3, 4, 5} and len(sizes) >= 2
 
 
 def test_fewer_placements_allowed_leave_fewer_edges_process_safe():
-    cfg = tg.generate(5, max_placements=2)
-    assert tg.count_placements(cfg) <= 2
+    cfg = gp.generate(5, max_placements=2)
+    assert gp.count_placements(cfg) <= 2
 
 
 def answer(measured):
@@ -54,16 +56,16 @@ def answer(measured):
 def test_errors_and_best_measured_come_from_the_measurements():
     a = answer([([], [(100.0, 80.0), (110.0, 100.0)]),
                 (["--isolate-stage s1"], [(90.0, 90.0), (150.0, 120.0)])])
-    assert tg.measured_at(a, 1) == {"declared": 100.0, "--isolate-stage s1": 120.0}
-    assert sorted(round(e, 3) for e in tg.errors(a)) == [0.0, 0.1, 0.25, 0.25]
+    assert gj.measured_at(a, 1) == {"declared": 100.0, "--isolate-stage s1": 120.0}
+    assert sorted(round(e, 3) for e in gj.errors(a)) == [0.0, 0.1, 0.25, 0.25]
 
 
 def test_the_summary_counts_picks_within_5_percent_of_the_best_head_to_head():
-    judged = [tg.Judged(1, "C=1", "a", "a", 10.0, 10.0, False),
-              tg.Judged(1, "C=4", "a", "b", 96.0, 100.0, True),
-              tg.Judged(2, "C=4", "a", "b", 80.0, 100.0, True),
-              tg.Judged(2, "40 req/s", "a", "b", 105.0, 100.0, True)]  # above the best: as good as it
-    s = tg.summary(judged, [0.05, -0.1, 0.2, 0.02])
+    judged = [gj.Judged(1, "C=1", "a", "a", 10.0, 10.0, False),
+              gj.Judged(1, "C=4", "a", "b", 96.0, 100.0, True),
+              gj.Judged(2, "C=4", "a", "b", 80.0, 100.0, True),
+              gj.Judged(2, "40 req/s", "a", "b", 105.0, 100.0, True)]  # above the best: as good as it
+    s = gj.summary(judged, [0.05, -0.1, 0.2, 0.02])
     assert s["picks"] == 4 and s["within_5pct"] == 3 and s["share_within_5pct"] == 0.75
     assert abs(s["mean_pick_over_best"] - (1 + 0.96 + 0.8 + 1) / 4) < 1e-4
     assert s["median_error"] in (0.05, 0.1) and s["p90_error"] == 0.2
@@ -84,19 +86,19 @@ def _saved_run(root, name, judged, answers):
 def test_overall_counts_a_pick_judged_again_by_its_new_head_to_head(tmp_path):
     a = answer([([], [(100.0, 80.0), (110.0, 100.0)])])
     set1 = _saved_run(tmp_path, "quiet-judge-seeds-1", [
-        tg.Judged(1, "C=1", "a", "a", 10.0, 10.0, False),
-        tg.Judged(1, "C=4", "a", "b", 90.0, 100.0, True)], {1: a})
+        gj.Judged(1, "C=1", "a", "a", 10.0, 10.0, False),
+        gj.Judged(1, "C=4", "a", "b", 90.0, 100.0, True)], {1: a})
     set2 = _saved_run(tmp_path, "quiet-judge-seeds-2", [
-        tg.Judged(2, "C=1", "a", "b", 99.0, 100.0, True)], {2: a})
+        gj.Judged(2, "C=1", "a", "b", 99.0, 100.0, True)], {2: a})
     again = tmp_path / "rejudged" / set1.name
     again.mkdir(parents=True)
     (again / "rejudge.json").write_text(json.dumps({"rejudged": set1.name, "pairs": [
         {"seed": 1, "load": "C=4", "pick_rps": 98.0, "best_rps": 100.0,
          "interval_90": [0.95, 1.01]}]}))
 
-    before = tg.overall([set1, set2])["all"]
+    before = gj.overall([set1, set2])["all"]
     assert before["picks"] == 3 and before["within_5pct"] == 2 and before["lowest"] == 0.9
-    after = tg.overall([set1, set2, again])
+    after = gj.overall([set1, set2, again])
     assert after["all"]["within_5pct"] == 3 and after["all"]["lowest"] == 0.98
     assert after["sets"][set1.name]["rejudged"] and not after["sets"][set2.name]["rejudged"]
     assert after["all"]["errors"] == 4  # each set's answer: two measured loads
@@ -107,11 +109,13 @@ def test_overall_refuses_a_rejudge_without_the_run_it_judged(tmp_path):
     again.mkdir()
     (again / "rejudge.json").write_text(json.dumps({"rejudged": "quiet-x", "pairs": []}))
     with pytest.raises(SystemExit, match="give that run's directory too"):
-        tg.overall([again])
+        gj.overall([again])
 
 
-def test_the_judge_never_imports_tunes_ranking():
-    tree = ast.parse((ROOT / "benchmarks" / "tune_generated.py").read_text())
+@pytest.mark.parametrize("script", ["tune_generated.py", "generated_judge.py",
+                                    "generated_pipelines.py"])
+def test_the_judge_never_imports_tunes_ranking(script):
+    tree = ast.parse((ROOT / "benchmarks" / script).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m and m.startswith("planner.tune") for m in imported), imported
@@ -126,9 +130,9 @@ def test_loads_are_passed_as_the_commands_take_them():
 
 def test_the_judges_interval_is_tight_for_steady_rounds_and_wide_for_noisy_ones():
     steady = [(36.0 * k, 40.0 * k) for k in (0.9, 1.0, 1.1, 0.95)]  # x0.9 in every round
-    low, high = tg.ratio_interval(steady)
+    low, high = gj.ratio_interval(steady)
     assert 0.899 < low <= 0.9 <= high < 0.901
     noisy = [(32.0, 40.0), (44.0, 40.0), (30.0, 40.0), (46.0, 40.0)]
-    low, high = tg.ratio_interval(noisy)
+    low, high = gj.ratio_interval(noisy)
     assert low < 0.85 and high > 1.05  # the judge cannot tell these two apart
-    assert tg.ratio_interval([(30.0, 40.0)]) is None  # one round says nothing of its spread
+    assert gj.ratio_interval([(30.0, 40.0)]) is None  # one round says nothing of its spread

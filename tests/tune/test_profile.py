@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from planner.app.profiling import _Spinner
+from planner.app.profiling.lock_sampling import Spinner
 from planner.tune.profile import DEFAULT_NATIVE_CALL_MS, Profile, StageProfile
 
 
@@ -35,8 +35,8 @@ def test_a_profile_without_native_call_sizes_reads_with_the_defaults(tmp_path):
 ])
 def test_the_call_size_is_native_time_over_the_waits_beside_a_busy_thread(
         alone, contended, gil, native, expected):
-    assert _Spinner.INTERVAL == 0.0005  # the rows are worked out for a 0.5 ms interval
-    got = _Spinner.call_ms(alone, contended, gil, native)
+    assert Spinner.INTERVAL == 0.0005  # the rows are worked out for a 0.5 ms interval
+    got = Spinner.call_ms(alone, contended, gil, native)
     assert got == (pytest.approx(expected) if expected is not None else None)
 
 

@@ -12,7 +12,8 @@ from collections import defaultdict
 import pytest
 
 import planner
-from planner.app.profiling import WaitClock, _build, _run_request
+from launcher.worker.core_wait import WaitClock
+from planner.app.profiling.stage_timing import build_stage, run_request
 from planner.tune.profile import BUSY_SHARE
 from tests.processes import cpu_hogs  # noqa: F401 - a fixture
 
@@ -27,11 +28,11 @@ KNOWN = {"name": "known", "stages": [
 def _profile(requests: int = 8) -> dict[str, tuple[float, float]]:
     """Per stage: (CPU ms, device ms) per request, as the profiler measures them."""
     plan = planner.solve(config=KNOWN).plan
-    stages = {s.name: _build(s, "cpu", {}) for s in plan.stages}
+    stages = {s.name: build_stage(s, "cpu", {}) for s in plan.stages}
     cost, extra = defaultdict(list), defaultdict(list)
-    _run_request(plan, stages, "warm up.", defaultdict(list), defaultdict(list))
+    run_request(plan, stages, "warm up.", defaultdict(list), defaultdict(list))
     for i in range(requests):
-        _run_request(plan, stages, f"request {i}.", cost, extra)
+        run_request(plan, stages, f"request {i}.", cost, extra)
     out = {}
     for name in stages:
         wall = statistics.fmean(cost[name])
@@ -60,13 +61,13 @@ def test_a_pure_python_stage_has_no_device_time_beside_cpu_hogs(cpu_hogs):
 @pytest.mark.skipif(not WaitClock().known,
                     reason="the kernel does not report a thread's wait for a core")
 def test_a_profile_taken_beside_cpu_hogs_says_how_busy_the_machine_was(cpu_hogs):
-    from planner.app.profiling import core_wait_share
+    from planner.app.profiling.stage_timing import core_wait_share
 
     plan = planner.solve(config=KNOWN).plan
-    stages = {s.name: _build(s, "cpu", {}) for s in plan.stages}
+    stages = {s.name: build_stage(s, "cpu", {}) for s in plan.stages}
     cost, extra = defaultdict(list), defaultdict(list)
     for i in range(6):
-        _run_request(plan, stages, f"request {i}.", cost, extra)
+        run_request(plan, stages, f"request {i}.", cost, extra)
     # The hogs kept the stages off a core for a good part of their time, and the profile says so
     # (tune then says the lock-holding split is less certain; a quiet machine stays near 0).
     assert core_wait_share((cost, extra)) > BUSY_SHARE

@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 
 import planner
-from planner.app.profiling import _build, _run_request, first_chunk_share
+from planner.app.profiling.stage_timing import build_stage, first_chunk_share, run_request
 
 
 def _shares(burst: bool, requests: int = 3) -> dict[str, float | None]:
@@ -21,11 +21,11 @@ def _shares(burst: bool, requests: int = 3) -> dict[str, float | None]:
          "args": {"native_ms": 1, "audio_ms": 20}}],
         "process_safe_edges": [["gen", "voc"]]}
     plan = planner.solve(config=cfg).plan
-    stages = {s.name: _build(s, "cpu", {}) for s in plan.stages}
-    _run_request(plan, stages, "warm up.", defaultdict(list), defaultdict(list))
+    stages = {s.name: build_stage(s, "cpu", {}) for s in plan.stages}
+    run_request(plan, stages, "warm up.", defaultdict(list), defaultdict(list))
     cost, extra = defaultdict(list), defaultdict(list)
     for i in range(requests):
-        _run_request(plan, stages, f"request {i}.", cost, extra)
+        run_request(plan, stages, f"request {i}.", cost, extra)
     assert extra["gen:items"] == [8.0] * requests
     return {name: first_chunk_share(extra, name) for name in stages}
 
@@ -45,7 +45,7 @@ def test_a_stage_handing_on_one_item_has_no_first_chunk_share():
         {"name": "only", "process": "p", "terminal": True, "factory": "launcher.synthetic:stage",
          "args": {"native_ms": 1, "audio_ms": 20}}]}
     plan = planner.solve(config=cfg).plan
-    stages = {s.name: _build(s, "cpu", {}) for s in plan.stages}
+    stages = {s.name: build_stage(s, "cpu", {}) for s in plan.stages}
     extra = defaultdict(list)
-    _run_request(plan, stages, "one.", defaultdict(list), extra)
+    run_request(plan, stages, "one.", defaultdict(list), extra)
     assert first_chunk_share(extra, "only") is None

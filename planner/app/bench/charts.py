@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from planner.app.bench.loadgen import Closed
+from planner.app.bench.load_shapes import Closed
 from planner.app.bench.results import Bench, Run, total_rss
 
 OVERVIEW_PNG = "overview.png"

@@ -21,7 +21,8 @@ from planner.limits import (
 )
 
 from planner.app.bench.charts import write_charts
-from planner.app.bench.loadgen import Closed, Open, Shape, Slo, describe
+from planner.app.bench.load_results import Slo
+from planner.app.bench.load_shapes import Closed, Open, Shape, describe
 from planner.app.bench.machine import environment
 from planner.app.bench.placements import PlacementError, choose
 from planner.app.bench.report import LiveProgress, failures, markdown, render_table, write_json

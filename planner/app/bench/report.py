@@ -22,7 +22,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from planner.app.bench.loadgen import LATE_S, Sample, describe
+from planner.app.bench.load_results import LATE_S, Sample
+from planner.app.bench.load_shapes import describe
 from planner.app.bench.results import Bench, Run, total_rss
 from planner.app.bench.rounds import spread
 

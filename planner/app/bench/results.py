@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from planner.app.bench.compare import Point, pareto_front, ratio
-from planner.app.bench.loadgen import LATE_S, Closed, LoadResult, Shape, Slo
+from planner.app.bench.load_results import LATE_S, LoadResult, Slo
+from planner.app.bench.load_shapes import Closed, Shape
 from planner.app.bench.measure import ProcessPeak, StageTime
 from planner.app.bench.placements import Placement
 

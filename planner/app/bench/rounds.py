@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from planner.app.bench.loadgen import LoadResult
+from planner.app.bench.load_results import LoadResult
 from planner.app.bench.measure import ProcessPeak, StageTime, ideal_throughput
 from planner.app.bench.results import Run
 

@@ -14,7 +14,9 @@ import httpx
 import planner
 
 from planner.app.bench import rounds
-from planner.app.bench.loadgen import Closed, Load, LoadResult, Sample, Shape, Slo, run_load
+from planner.app.bench.load_results import LoadResult, Sample, Slo
+from planner.app.bench.load_shapes import Closed, Load, Shape
+from planner.app.bench.loadgen import run_load
 from planner.app.bench.measure import (
     GpuSampler,
     ideal_throughput,

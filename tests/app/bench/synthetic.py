@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from planner.app.bench.loadgen import Closed, LoadResult, Open, Sample, Shape, Slo
+from planner.app.bench.load_results import LoadResult, Sample, Slo
+from planner.app.bench.load_shapes import Closed, Open, Shape
 from planner.app.bench.measure import ProcessPeak, StageTime
 from planner.app.bench.placements import Placement
 from planner.app.bench.results import Bench, Run

@@ -85,7 +85,7 @@ def test_output_that_cannot_be_written_is_a_clean_error(tmp_path, capsys):
 def test_every_request_failing_exits_1_with_the_first_error(tmp_path, capsys, monkeypatch):
     """Nothing is served: the runner is replaced by one whose every request failed."""
     from planner.app.bench import command
-    from planner.app.bench.loadgen import Open
+    from planner.app.bench.load_shapes import Open
     from tests.app.bench import synthetic as S
 
     def failed_runs(settings, placements, progress):

@@ -15,17 +15,10 @@ import statistics
 
 import pytest
 
-from planner.app.bench import loadgen
-from planner.app.bench.loadgen import (
-    Closed,
-    Load,
-    Open,
-    Playback,
-    Sample,
-    Slo,
-    arrival_times,
-    run_load,
-)
+from planner.app.bench import load_results, load_shapes, loadgen
+from planner.app.bench.load_results import Playback, Sample, Slo
+from planner.app.bench.load_shapes import Closed, Load, Open, arrival_times
+from planner.app.bench.loadgen import run_load
 from tests.app.bench.stub_server import Reply, StubServer
 
 RATE = 24_000
@@ -51,7 +44,7 @@ def drive(shape, server, requests=4, stream=True, seed=0):
 
 # -- arrival schedules -------------------------------------------------------------------------
 def test_schedules_are_seeded_and_start_at_zero():
-    for arrivals in loadgen.ARRIVALS:
+    for arrivals in load_shapes.ARRIVALS:
         shape = Open(5.0, arrivals, 0.5 if arrivals == "gamma" else 1.0)
         a = arrival_times(shape, 1, count=50)
         assert a == arrival_times(shape, 1, count=50) and a[0] == 0.0 and len(a) == 50
@@ -82,7 +75,7 @@ def test_duration_takes_what_the_rate_offers_in_it():
     assert arrival_times(Open(0.1), 0, duration_s=1.0) == (0.0,)
 
 
-@pytest.mark.parametrize("arrivals", loadgen.ARRIVALS)
+@pytest.mark.parametrize("arrivals", load_shapes.ARRIVALS)
 def test_a_schedule_offers_exactly_its_rate(arrivals):
     # However few requests, n arrivals span (n - 1) / rate: a 2/s point is a 2/s point.
     for n in (2, 5, 24):
@@ -118,7 +111,7 @@ def test_sample_arithmetic():
     s = Sample(0, scheduled_s=1.0, started_s=1.0004, latency_s=0.5, ttfa_s=0.1, audio_s=2.0,
                status=200, error=None)
     assert math.isclose(s.lag_s, 0.0004) and not s.late and s.rtf == 0.25
-    late = Sample(1, 1.0, 1.0 + 2 * loadgen.LATE_S, 0.5, None, 0.0, 500, "HTTP 500", "http-500")
+    late = Sample(1, 1.0, 1.0 + 2 * load_results.LATE_S, 0.5, None, 0.0, 500, "HTTP 500", "http-500")
     assert late.late and late.rtf is None
     assert Sample(2, None, 1.0, 0.5, None, 1.0, 200, None).lag_s is None
 
@@ -128,7 +121,7 @@ def test_slo_and_goodput():
     slow_start = Sample(1, None, 0.0, 0.3, 0.25, 1.0, 200, None)
     slow_end = Sample(2, None, 0.0, 0.9, 0.05, 1.0, 200, None)
     failed = Sample(3, None, 0.0, 0.01, None, 0.0, 503, "HTTP 503", "http-503")
-    result = loadgen.LoadResult(Closed(1), True, 2.0, (fast, slow_start, slow_end, failed))
+    result = load_results.LoadResult(Closed(1), True, 2.0, (fast, slow_start, slow_end, failed))
     slo = Slo(ttfa_s=0.2, latency_s=0.5)
     assert [slo.met(s) for s in result.samples] == [True, False, False, False]
     assert result.goodput_rps(slo) == 0.5 and result.slo_attainment(slo) == 0.25

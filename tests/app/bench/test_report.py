@@ -18,7 +18,8 @@ from rich.console import Console
 
 from planner.app.bench import charts as C
 from planner.app.bench import report as R
-from planner.app.bench.loadgen import Open, Slo
+from planner.app.bench.load_results import Slo
+from planner.app.bench.load_shapes import Open
 from planner.app.bench.machine import environment
 from tests.app.bench import synthetic as S
 

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from planner.app.bench import rounds, runner
-from planner.app.bench.loadgen import Closed, LoadResult, Sample
+from planner.app.bench.load_results import LoadResult, Sample
+from planner.app.bench.load_shapes import Closed
 from planner.app.bench.measure import ProcessPeak, StageTime
 from planner.app.bench.placements import Placement
 from planner.app.bench.results import Run
