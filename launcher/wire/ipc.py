@@ -42,7 +42,6 @@ import mmap
 import os
 import queue
 import re
-import sys
 import tempfile
 import threading
 import weakref
@@ -51,6 +50,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from launcher.wire import arrays
 
 SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 _ALIGN = 64
@@ -107,38 +108,6 @@ def owner_pid(segment: str) -> int | None:
     return int(parts[1])
 
 
-def _dtype(name: str):
-    import torch
-
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"unknown tensor dtype {name!r} in a handoff")
-    return dtype
-
-
-def _is_numpy(dtype_name: str) -> bool:
-    return not dtype_name[:1].isalpha()
-
-
-def _np_dtype(name: str) -> np.dtype:
-    try:
-        return np.dtype(name)
-    except TypeError:
-        raise ValueError(f"unknown array dtype {name!r} in a handoff") from None
-
-
-def _shareable(a: np.ndarray) -> bool:
-    """Plain numbers only: objects are pointers, and a structured dtype's `str` loses its fields
-    (both go by value, pickled)."""
-    return not a.dtype.hasobject and a.dtype.fields is None
-
-
-def _tensor_type() -> type | None:
-    """torch.Tensor when this process has loaded torch (a payload cannot hold a tensor else)."""
-    torch = sys.modules.get("torch")
-    return getattr(torch, "Tensor", None)
-
-
 class _Block:
     __slots__ = ("name", "size", "mm", "bytes", "lease", "destination")
 
@@ -165,15 +134,15 @@ class SegmentPool:
     def pack(self, data: Mapping[str, Any], destination: str) -> Packed:
         """Copy the tensors of `data` into a block lent to `destination`; values go by value."""
         tensors, values, refs, used = {}, {}, [], 0
-        tensor = _tensor_type()
+        tensor = arrays.tensor_type()
         for key, v in data.items():  # one pass: this runs on every handoff
-            if type(v) is np.ndarray and _shareable(v):
+            if type(v) is np.ndarray and arrays.shareable(v):
                 tensors[key] = v
                 nbytes, dtype = v.nbytes, v.dtype.str
             elif tensor is not None and isinstance(v, tensor):
                 tensors[key] = t = v.detach()
                 nbytes = t.nbytes
-                dtype = _torch_name(t.dtype)
+                dtype = arrays.torch_name(t.dtype)
             else:
                 values[key] = v
                 continue
@@ -182,10 +151,11 @@ class SegmentPool:
         if used == 0:  # only empty tensors (or none): their shapes say everything
             return Packed(None, tuple(refs), values)
         if used <= self.inline_bytes:
-            return Packed(None, tuple(refs), values, used=used, inline=_inline(refs, tensors, used))
+            inline = arrays.pack_inline(refs, tensors, used)
+            return Packed(None, tuple(refs), values, used=used, inline=inline)
         block = self._take(used, destination)
         try:
-            _copy_in(block.bytes, refs, tensors)
+            arrays.copy_in(block.bytes, refs, tensors)
         except BaseException:
             self.release(block.name, block.lease)
             raise
@@ -265,62 +235,6 @@ class SegmentPool:
         self.close()
 
 
-def _inline(refs: list[TensorRef], tensors: Mapping[str, Any], used: int) -> bytearray:
-    """The tensors' bytes at their offsets; a tensor through numpy when it can (a few
-    microseconds less per tensor, which is what a small handoff costs)."""
-    out = bytearray(used)
-    view, rest = memoryview(out), []
-    for ref in refs:
-        t = tensors[ref.key]
-        if not ref.nbytes:
-            continue
-        if not _is_numpy(ref.dtype) and t.is_cpu and ref.dtype in _NUMPY_VIEWABLE:
-            try:
-                view[ref.offset:ref.offset + ref.nbytes] = memoryview(t.numpy()).cast("B")
-                continue
-            except (RuntimeError, TypeError, ValueError):
-                # a lazy view numpy refuses (conjugate, negative bit), or a strided one a flat
-                # byte view cannot cast: torch copies it
-                pass
-        rest.append(ref)
-    if rest:
-        _copy_in(np.frombuffer(out, dtype=np.uint8), rest, tensors)
-    return out
-
-
-# torch dtypes (by name) whose tensors `numpy()` can view
-_NUMPY_VIEWABLE = frozenset({"float64", "float32", "float16", "int64", "int32", "int16", "int8",
-                             "uint8", "bool", "complex64", "complex128"})
-# torch.float32 -> "float32" (what `_dtype` reads back), without formatting a string per tensor
-_TORCH_NAMES: dict[Any, str] = {}
-
-
-def _torch_name(dtype: Any) -> str:
-    name = _TORCH_NAMES.get(dtype)
-    if name is None:
-        name = _TORCH_NAMES[dtype] = str(dtype).removeprefix("torch.")
-    return name
-
-
-def _copy_in(dst: np.ndarray, refs: list[TensorRef], tensors: Mapping[str, Any]) -> None:
-    """Each array's bytes into `dst` (bytes) at its offset; torch only for torch tensors."""
-    torch_dst = None
-    for ref in refs:
-        if not ref.nbytes:
-            continue
-        t = tensors[ref.key]
-        window = dst[ref.offset:ref.offset + ref.nbytes]
-        if _is_numpy(ref.dtype):
-            window.view(t.dtype).reshape(t.shape)[...] = t  # strided sources copy straight in
-            continue
-        if torch_dst is None:
-            import torch
-
-            torch_dst = torch.from_numpy(dst)
-        window = torch_dst[ref.offset:ref.offset + ref.nbytes].view(t.dtype)
-        window.view(t.shape).copy_(t)  # strided and device sources copy straight in
-
-
 def _size_class(nbytes: int) -> int:
     return max(MIN_BLOCK, 1 << (nbytes - 1).bit_length())
 
@@ -373,12 +287,12 @@ class Receiver:
         data = dict(packed.values)
         if packed.segment is None:
             for ref in packed.tensors:
-                if _is_numpy(ref.dtype):
-                    data[ref.key] = _inline_array(packed.inline, ref)
+                if arrays.is_numpy(ref.dtype):
+                    data[ref.key] = arrays.inline_array(packed.inline, ref)
                     continue
                 import torch
 
-                dtype = _dtype(ref.dtype)
+                dtype = arrays.torch_dtype(ref.dtype)
                 if packed.inline is None or ref.nbytes == 0:
                     data[ref.key] = torch.empty(ref.shape, dtype=dtype)
                 else:  # a view of the message's own bytes: the message is this reader's copy
@@ -404,8 +318,8 @@ class Receiver:
         done.atexit = False
         tensor_base = None
         for ref in packed.tensors:
-            if _is_numpy(ref.dtype):
-                dtype = _np_dtype(ref.dtype)
+            if arrays.is_numpy(ref.dtype):
+                dtype = arrays.np_dtype(ref.dtype)
                 if ref.nbytes == 0:
                     data[ref.key] = np.empty(ref.shape, dtype=dtype)
                 else:
@@ -414,7 +328,7 @@ class Receiver:
                 continue
             import torch
 
-            dtype = _dtype(ref.dtype)
+            dtype = arrays.torch_dtype(ref.dtype)
             if ref.nbytes == 0:
                 data[ref.key] = torch.empty(ref.shape, dtype=dtype)
                 continue
@@ -480,15 +394,6 @@ class Receiver:
         if thread is not None:
             self._queue.put(None)
             thread.join(timeout=5)
-
-
-def _inline_array(inline: bytearray | None, ref: TensorRef) -> np.ndarray:
-    """A numpy array of an inline payload: a view of the message's own bytes (writable)."""
-    dtype = _np_dtype(ref.dtype)
-    if inline is None or ref.nbytes == 0:
-        return np.empty(ref.shape, dtype=dtype)
-    return np.frombuffer(inline, dtype=dtype, offset=ref.offset,
-                         count=ref.nbytes // dtype.itemsize).reshape(ref.shape)
 
 
 def segments(prefix: str) -> list[str]:
