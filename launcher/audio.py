@@ -1,25 +1,33 @@
-"""Audio values and their wire encodings (16-bit PCM, WAV)."""
+"""Audio values and their wire encodings (16-bit PCM, WAV).
+
+Samples are what the terminal stage handed over: a numpy array from stages that speak numpy
+(piper), a torch tensor from torch stages (the stand-ins). Everything here takes either and
+computes with numpy, so that a server whose stages do not use torch never loads it.
+"""
 
 from __future__ import annotations
 
+import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import torch
+import numpy as np
 
 SAMPLE_RATE = 24_000
 
 
 @dataclass(frozen=True)
 class Audio:
-    """Mono float32 samples in [-1, 1]."""
+    """Mono float32 samples in [-1, 1] (a numpy array or a torch tensor)."""
 
-    samples: torch.Tensor
+    samples: Any
     sample_rate: int = SAMPLE_RATE
 
     @property
     def duration_s(self) -> float:
-        return self.samples.numel() / self.sample_rate
+        return math.prod(self.samples.shape) / self.sample_rate
 
     def pcm16(self) -> bytes:
         return pcm16(self.samples)
@@ -29,10 +37,31 @@ class Audio:
         return wav_header(self.sample_rate, len(data)) + data
 
 
-def pcm16(samples: torch.Tensor) -> bytes:
+def as_float32(samples: Any) -> np.ndarray:
+    """The samples as a numpy float32 array (a view where they are one already)."""
+    if isinstance(samples, np.ndarray):
+        return samples.astype(np.float32, copy=False)
+    import torch  # a tensor: its process has torch already
+
+    return samples.detach().to("cpu", torch.float32).numpy()
+
+
+def concatenate(parts: Sequence[Any]) -> Any:
+    """The chunks of one request as one array, of the kind they came as."""
+    if not parts:
+        return np.zeros(0, dtype=np.float32)
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)
+    import torch
+
+    return torch.cat(parts)
+
+
+def pcm16(samples: Any) -> bytes:
     """Little-endian signed 16-bit PCM, the `pcm` response format of OpenAI-style speech APIs."""
-    ints = (samples.detach().to("cpu", torch.float32).clamp(-1.0, 1.0) * 32767.0).round()
-    return ints.to(torch.int16).numpy().astype("<i2").tobytes()
+    # float32 throughout, rounding half to even: the bits torch's clamp, scale and round give.
+    ints = np.rint(np.clip(as_float32(samples), -1.0, 1.0) * np.float32(32767.0))
+    return ints.astype("<i2").tobytes()
 
 
 def wav_header(sample_rate: int, data_bytes: int | None) -> bytes:

@@ -32,6 +32,7 @@ from launcher.audio import Audio
 from launcher.wire.backend import Backend
 from launcher.errors import LaunchError
 from launcher.control.layout import layout, resolve_device
+from launcher.backends import forkserver
 from launcher.backends.local import LocalBackend
 from launcher.control.request_table import SpeechRequest
 from launcher.control.restart import RestartPolicy
@@ -63,7 +64,8 @@ class Deployment:
         ipc.sweep_orphans(SHM_PREFIX)  # blocks of deployments killed before they could clean up
         self._close_lock = threading.Lock()
         self._closed = False
-        self._backend = backend() if backend is not None else LocalBackend(start_method)
+        self._backend = backend() if backend is not None else LocalBackend(
+            start_method, forkserver.preload_for(s.factory for s in plan.stages))
         if not self._backend.shares_memory:
             inline_bytes = ALL_INLINE
         try:
@@ -251,7 +253,10 @@ def launch(plan: Plan, device: str = "auto", *, startup_timeout: float = 120.0,
         preflight.check(plan)
     except preflight.SetupError as exc:
         raise LaunchError(str(exc)) from None
-    resolved, note = resolve_device(device)
+    if device == "auto" and not any(s.gpus for s in plan.stages):
+        resolved, note = "cpu", None  # nothing to place on a GPU: no need to load torch to look
+    else:
+        resolved, note = resolve_device(device)
     deployment = Deployment(plan, device=resolved, note=note, start_method=start_method,
                             startup_timeout=startup_timeout, max_restarts=max_restarts,
                             factory_defaults=factory_defaults or {}, inline_bytes=inline_bytes,

@@ -49,6 +49,7 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
             args=s.args,
             threads=problem.threads[s.name],
             gpu_compute_fraction=s.gpu_compute_fraction if s.on_gpu else None,
+            host_memory_mib=s.host_memory_mib,
         ))
 
     declared = {(name, members) for name, members in groups_of(problem, problem.baseline.process)}

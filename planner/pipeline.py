@@ -23,6 +23,9 @@ class StageConfig:
     # runtime.resources.gpu_compute_fraction: the share of its GPU's compute (CUDA MPS's active
     # threads) the stage's process may use; None: the whole GPU.
     gpu_compute_fraction: float | None = None
+    # runtime.resources.host_memory_mib: what the stage adds to a process's memory, measured
+    # (None: not declared, and the memory of its process is unknown).
+    host_memory_mib: float | None = None
 
     @property
     def is_tp(self) -> bool:

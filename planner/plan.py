@@ -46,6 +46,7 @@ class PlannedStage:
     args: tuple[tuple[str, Any], ...] = ()  # keyword arguments for the factory, from the config
     threads: int = 1  # CPU intra-op threads of the stage, in each copy of its process
     gpu_compute_fraction: float | None = None  # share of its GPU's compute; None: all of it
+    host_memory_mib: float | None = None  # what it adds to its process's memory (card; measured)
 
     @property
     def gpu(self) -> int | list[int] | None:
@@ -100,6 +101,11 @@ class GpuUsage:
     missing_fraction: tuple[str, ...] = ()
 
 
+# A worker process with no stage (interpreter, launcher, numpy): proportional set size, measured
+# by benchmarks/stage_memory.py ("(none)" row; see docs/performance.md, "Memory").
+WORKER_BASE_MIB = 18.5
+
+
 @dataclass(frozen=True)
 class CpuUsage:
     """The CPU threads a plan runs, every copy counted, against the node it is planned for."""
@@ -142,6 +148,24 @@ class Plan:
             if stage in g.stages:
                 return g
         return None
+
+    def process_memory_mib(self, stages: tuple[str, ...]) -> float | None:
+        """Host memory of one process running `stages`: a worker's own plus each stage's
+        declared figure (an upper bound: stages in one process share libraries); None when
+        some stage declares none."""
+        declared = [self.stage(s).host_memory_mib for s in stages]
+        if any(m is None for m in declared):
+            return None
+        return WORKER_BASE_MIB + sum(declared)
+
+    def memory_mib(self) -> float | None:
+        """Host memory of every worker process, every copy and TP rank counted (see
+        `process_memory_mib`); None when some stage declares none."""
+        per = [(self.process_memory_mib(g.stages), g.copies) for g in self.groups]
+        per += [(self.process_memory_mib((p.stage,)), 1) for p in self.tp_processes]
+        if any(m is None for m, _ in per):
+            return None
+        return sum(m * n for m, n in per)
 
     def process_count(self) -> int:
         """OS processes the plan starts: every copy of every group, and the TP ranks."""

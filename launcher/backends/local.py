@@ -1,9 +1,10 @@
 """The local backend: every worker is an OS process on this machine, started by multiprocessing.
 
-- Processes start from a fork server that has torch preloaded (or by spawn). Each gets a duplex
-  control pipe to the supervisor, and a second pipe for its bookkeeping (`protocol.BOOKKEEPING`:
-  who holds which request, stats); workers talk to each other over `links` (Unix sockets named
-  after this deployment, authenticated with its secret key).
+- Processes start from a fork server that has preloaded the plan's factory modules (see
+  `forkserver`), or by spawn. Each gets a duplex control pipe to the supervisor, and a second
+  pipe for its bookkeeping (`protocol.BOOKKEEPING`: who holds which request, stats); workers talk
+  to each other over `links` (Unix sockets named after this deployment, authenticated with its
+  secret key).
 - `events` waits on every control pipe and every process's exit at once. A process's exit is
   watched by its pidfd (Linux), not by multiprocessing's sentinel: under the fork server, that
   sentinel is a pipe from the fork server, which every worker's sentinel reports as an exit when
@@ -31,7 +32,7 @@ import secrets
 import selectors
 import signal
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,13 +133,15 @@ class LocalBackend:
 
     shares_memory = True
 
-    def __init__(self, start_method: str = "forkserver") -> None:
+    def __init__(self, start_method: str = "forkserver",
+                 preload: Sequence[str] = tuple(forkserver.PRELOAD)) -> None:
         self.token = secrets.token_hex(6)
         self._authkey = secrets.token_bytes(32)
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":
-            # Preloaded once in the fork server, so each worker starts without re-importing torch.
-            self._ctx.set_forkserver_preload(forkserver.PRELOAD)
+            # Preloaded once in the fork server (`forkserver.preload_for` the plan's factories:
+            # torch where they import it), so each worker starts without importing them again.
+            self._ctx.set_forkserver_preload(list(preload))
         self._procs: dict[str, _Handle] = {}
         self._selector = selectors.DefaultSelector()
         self._deaths = Deaths()

@@ -12,10 +12,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-import torch
-
-from launcher.audio import SAMPLE_RATE, Audio
+from launcher.audio import SAMPLE_RATE, Audio, concatenate
 from launcher.errors import RequestFailed, RequestTimeout
 
 OUTCOMES = ("ok", "error", "cancelled")
@@ -39,8 +38,9 @@ class SpeechRequest:
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._cancel = cancel
 
-    def chunks(self, timeout: float | None = None) -> Iterator[torch.Tensor]:
-        """Audio chunks (float32, mono) in order, each as soon as the terminal stage produced it."""
+    def chunks(self, timeout: float | None = None) -> Iterator[Any]:
+        """Audio chunks (float32, mono) in order, each as soon as the terminal stage produced it:
+        numpy arrays or torch tensors, as the terminal stage handed them over."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -59,14 +59,14 @@ class SpeechRequest:
 
     def result(self, timeout: float | None = None) -> Audio:
         parts = list(self.chunks(timeout))
-        return Audio(torch.cat(parts) if parts else torch.zeros(0), self.sample_rate)
+        return Audio(concatenate(parts), self.sample_rate)
 
     def cancel(self) -> None:
         """Stop the request: its caller will not read the rest."""
         self._cancel(self.id, RequestFailed("cancelled by the client"), "cancelled")
 
     # -- fed by the supervisor -------------------------------------------------------------------
-    def _chunk(self, samples: torch.Tensor) -> None:
+    def _chunk(self, samples: Any) -> None:
         self._events.put(("chunk", samples))
 
     def _end(self) -> None:

@@ -20,13 +20,14 @@ notices deaths and restarts. Payloads between workers never pass through here (s
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import torch
+import numpy as np
 
 from launcher.wire import ipc
 from launcher.control.admission import Refusals
@@ -314,20 +315,11 @@ class Supervisor:
             self.finish(msg.request_id, StageFailed(
                 f"cannot read the output of stage '{msg.stage}' in process '{proc.name}': {exc}"))
             return
-        audio = data.pop("audio", None)
-        if not isinstance(audio, torch.Tensor):
+        audio = _own_samples(data.pop("audio", None), msg.packed.segment is not None)
+        if audio is None:
             self.finish(msg.request_id, StageFailed(
                 f"terminal stage '{msg.stage}' returned no 'audio' tensor (keys: {sorted(data)})"))
             return
-        # The client gets samples of its own. A view of a shared block would pin the worker's
-        # block for as long as the client keeps it: copied. A payload that came inside its
-        # message already is this process's own copy (at most `inline_bytes` of it stays pinned):
-        # float32 audio of it is used as it is. Every torch call here also lets the client
-        # threads take the GIL, so the fewer the better.
-        if audio.dim() != 1:
-            audio = audio.reshape(-1)
-        if msg.packed.segment is not None or audio.dtype != torch.float32:
-            audio = audio.to(torch.float32, copy=True)
         handle._chunk(audio)
         del audio, data
         if msg.last:
@@ -436,3 +428,28 @@ class Supervisor:
         self.backend.stop(list(self.procs), grace=0.0)
         self._receiver.forget("")
         self.failed.set()
+
+
+def _own_samples(audio: Any, shared: bool) -> Any:
+    """The terminal stage's audio as 1-D float32 samples the client may keep, of the kind it came
+    as (a numpy array, or a torch tensor); None when it is neither.
+
+    A view of a shared block would pin the worker's block for as long as the client keeps it:
+    copied. A payload that came inside its message already is this process's own copy (at most
+    `inline_bytes` of it stays pinned): float32 audio of it is used as it is. Every torch call
+    here also lets the client threads take the GIL, so the fewer the better.
+    """
+    if isinstance(audio, np.ndarray):
+        if audio.ndim != 1:
+            audio = audio.reshape(-1)
+        if shared or audio.dtype != np.float32:
+            audio = audio.astype(np.float32, copy=True)
+        return audio
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(audio, torch.Tensor):
+        return None
+    if audio.dim() != 1:
+        audio = audio.reshape(-1)
+    if shared or audio.dtype != torch.float32:
+        audio = audio.to(torch.float32, copy=True)
+    return audio

@@ -18,7 +18,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-import torch
 
 from launcher.piper import voice as V
 from launcher.piper.runtime import session
@@ -76,8 +75,8 @@ class Acoustic:
         return z[0]
 
     def __call__(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        ids = payload["ids"].numpy()
-        lengths = payload["sentence_lengths"].tolist()
+        ids = np.asarray(payload["ids"])
+        lengths = np.asarray(payload["sentence_lengths"]).tolist()
         speed = float(payload.get("speed") or 1.0)
         if not MIN_SPEED <= speed <= MAX_SPEED:
             raise ValueError(f"speed {speed} is outside {MIN_SPEED}-{MAX_SPEED}")
@@ -92,7 +91,7 @@ class Acoustic:
                 left = min(self.context_frames, start)
                 right = min(self.context_frames, frames - end)
                 part = np.ascontiguousarray(z[:, start - left:end + right])
-                yield {"z": torch.from_numpy(part), "z_left": left, "z_right": right, **drop}
+                yield {"z": part, "z_left": left, "z_right": right, **drop}
                 first = False
         if first:  # nothing to say (only punctuation): one empty chunk ends the request
-            yield {"z": torch.zeros(V.CHANNELS, 0), "z_left": 0, "z_right": 0, **drop}
+            yield {"z": np.zeros((V.CHANNELS, 0), np.float32), "z_left": 0, "z_right": 0, **drop}

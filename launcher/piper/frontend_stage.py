@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch
 
 from launcher.piper import text as T
 from launcher.piper.espeak import Espeak
@@ -26,8 +25,8 @@ class Frontend:
         sentences = self.sentences(payload["text"])
         flat = np.array([i for s in sentences for i in s], dtype=np.int64)
         return {
-            "ids": torch.from_numpy(flat),
-            "sentence_lengths": torch.tensor([len(s) for s in sentences], dtype=torch.int64),
+            "ids": flat,
+            "sentence_lengths": np.array([len(s) for s in sentences], dtype=np.int64),
             "text": None,
             "voice": None,
         }

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch
 
 from launcher.piper import voice as V
 from launcher.piper.runtime import session
@@ -27,8 +26,8 @@ class Vocoder:
         return audio[left * V.HOP:audio.size - right * V.HOP]
 
     def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        z = payload["z"].numpy()
+        z = np.asarray(payload["z"])
         audio = self.decode(np.ascontiguousarray(z, dtype=np.float32),
                             int(payload.get("z_left", 0)), int(payload.get("z_right", 0)))
-        return {"audio": torch.from_numpy(np.array(audio, dtype=np.float32)),
+        return {"audio": np.array(audio, dtype=np.float32),
                 "z": None, "z_left": None, "z_right": None}

@@ -9,9 +9,11 @@ without it these formats answer 400 naming `response_format`. `wav` and `pcm` ne
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
-import torch
+
+from launcher.audio import as_float32
 
 # response_format -> (libsndfile format, subtype, media type)
 COMPRESSED = {
@@ -32,11 +34,12 @@ def available() -> str | None:
     return None
 
 
-def encode(samples: torch.Tensor, sample_rate: int, fmt: str) -> bytes:
+def encode(samples: Any, sample_rate: int, fmt: str) -> bytes:
+    """`samples`: a numpy array or a torch tensor."""
     import soundfile
 
     kind, subtype, _ = COMPRESSED[fmt]
-    data = samples.detach().to("cpu", torch.float32).clamp(-1.0, 1.0).numpy()
+    data = np.clip(as_float32(samples), -1.0, 1.0)
     out = io.BytesIO()
     soundfile.write(out, np.ascontiguousarray(data), sample_rate, format=kind, subtype=subtype)
     return out.getvalue()

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-import torch
 import uvicorn
 
 from launcher.serving.console import WorkerWatch
@@ -137,10 +136,12 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
     except (OSError, ValueError) as exc:
         print(f"error: {_cannot_listen(host, port, exc)}", file=err, flush=True)
         return EXIT_BAD_ADDRESS
-    # This process's own tensor work is small (encoding audio). A second intra-op thread
-    # gains nothing there, and after each op it spin-waits (OpenMP's default) for the next
-    # one: on 2 cores that took 5-8 ms of CPU per request away from the workers under load.
-    torch.set_num_threads(1)
+    # This process's own tensor work is small (the results of torch stages). A second intra-op
+    # thread gains nothing there, and after each op it spin-waits (OpenMP's default) for the
+    # next one: on 2 cores that took 5-8 ms of CPU per request away from the workers under load.
+    # Torch is here only where the plan's factory modules loaded it (`check` imported them).
+    if (torch := sys.modules.get("torch")) is not None:
+        torch.set_num_threads(1)
     try:
         deployment = start() if start is not None else launch(plan, device, **launch_kwargs)
     except LaunchError as exc:

@@ -7,6 +7,10 @@ that another process legitimately owns by then.
 Creating, sizing, mapping and first-touching a fresh file on every handoff costs far more than
 moving the bytes (page faults and syscalls dominate), so blocks live as long as their owner:
 
+- A payload's arrays are torch tensors or numpy arrays, and arrive as what they left as (dtype
+  and shape kept): `TensorRef.dtype` is a torch dtype's name ('float32') or a numpy dtype's
+  `str` ('<f4', '|b1'), whose first character is never a letter. This module imports torch only
+  for a payload that holds a tensor, so a process whose stages speak numpy never loads it.
 - Each sending process has a `SegmentPool`. `pack` copies a payload's tensors into a free block
   (one copy; no page faults once the pool is warm), lends the block under a fresh lease number,
   and returns a `Packed` control message. The owner never writes a lent block.
@@ -45,7 +49,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import torch
+import numpy as np
+
+from launcher.wire import arrays
 
 SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 _ALIGN = 64
@@ -102,19 +108,12 @@ def owner_pid(segment: str) -> int | None:
     return int(parts[1])
 
 
-def _dtype(name: str) -> torch.dtype:
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"unknown tensor dtype {name!r} in a handoff")
-    return dtype
-
-
 class _Block:
     __slots__ = ("name", "size", "mm", "bytes", "lease", "destination")
 
     def __init__(self, name: str, size: int, mm: mmap.mmap) -> None:
         self.name, self.size, self.mm = name, size, mm
-        self.bytes = torch.frombuffer(mm, dtype=torch.uint8)
+        self.bytes = np.frombuffer(mm, dtype=np.uint8)
         self.lease = 0  # 0: free
         self.destination: str | None = None
 
@@ -135,22 +134,28 @@ class SegmentPool:
     def pack(self, data: Mapping[str, Any], destination: str) -> Packed:
         """Copy the tensors of `data` into a block lent to `destination`; values go by value."""
         tensors, values, refs, used = {}, {}, [], 0
+        tensor = arrays.tensor_type()
         for key, v in data.items():  # one pass: this runs on every handoff
-            if not isinstance(v, torch.Tensor):
+            if type(v) is np.ndarray and arrays.shareable(v):
+                tensors[key] = v
+                nbytes, dtype = v.nbytes, v.dtype.str
+            elif tensor is not None and isinstance(v, tensor):
+                tensors[key] = t = v.detach()
+                nbytes = t.nbytes
+                dtype = arrays.torch_name(t.dtype)
+            else:
                 values[key] = v
                 continue
-            tensors[key] = t = v.detach()
-            nbytes = t.nbytes
-            dtype = _DTYPE_NAMES.get(t.dtype) or str(t.dtype).removeprefix("torch.")
-            refs.append(TensorRef(key, dtype, tuple(t.shape), used, nbytes))
+            refs.append(TensorRef(key, dtype, tuple(v.shape), used, nbytes))
             used += -(-nbytes // _ALIGN) * _ALIGN
         if used == 0:  # only empty tensors (or none): their shapes say everything
             return Packed(None, tuple(refs), values)
         if used <= self.inline_bytes:
-            return Packed(None, tuple(refs), values, used=used, inline=_inline(refs, tensors, used))
+            inline = arrays.pack_inline(refs, tensors, used)
+            return Packed(None, tuple(refs), values, used=used, inline=inline)
         block = self._take(used, destination)
         try:
-            _copy_in(block.bytes, refs, tensors)
+            arrays.copy_in(block.bytes, refs, tensors)
         except BaseException:
             self.release(block.name, block.lease)
             raise
@@ -230,45 +235,6 @@ class SegmentPool:
         self.close()
 
 
-def _inline(refs: list[TensorRef], tensors: Mapping[str, torch.Tensor], used: int) -> bytearray:
-    """The tensors' bytes at their offsets; through numpy when it can (a few microseconds less
-    per tensor, which is what a small handoff costs)."""
-    out = bytearray(used)
-    view, rest = memoryview(out), []
-    for ref in refs:
-        t = tensors[ref.key]
-        if not ref.nbytes:
-            continue
-        if t.is_cpu and t.dtype in _NUMPY_DTYPES:
-            try:
-                view[ref.offset:ref.offset + ref.nbytes] = memoryview(t.numpy()).cast("B")
-                continue
-            except (RuntimeError, TypeError, ValueError):
-                # a lazy view numpy refuses (conjugate, negative bit), or a strided one a flat
-                # byte view cannot cast: torch copies it
-                pass
-        rest.append(ref)
-    if rest:
-        _copy_in(torch.frombuffer(out, dtype=torch.uint8), rest, tensors)
-    return out
-
-
-_NUMPY_DTYPES = {torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
-                 torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64,
-                 torch.complex128}
-# torch.float32 -> "float32" (what `_dtype` reads back), without formatting a string per tensor
-_DTYPE_NAMES = {d: str(d).removeprefix("torch.") for d in vars(torch).values()
-                if isinstance(d, torch.dtype)}
-
-
-def _copy_in(dst: torch.Tensor, refs: list[TensorRef], tensors: Mapping[str, torch.Tensor]) -> None:
-    for ref in refs:
-        if ref.nbytes:
-            t = tensors[ref.key]
-            window = dst[ref.offset:ref.offset + ref.nbytes].view(t.dtype)
-            window.view(t.shape).copy_(t)  # strided and device sources copy straight in
-
-
 def _size_class(nbytes: int) -> int:
     return max(MIN_BLOCK, 1 << (nbytes - 1).bit_length())
 
@@ -321,7 +287,12 @@ class Receiver:
         data = dict(packed.values)
         if packed.segment is None:
             for ref in packed.tensors:
-                dtype = _dtype(ref.dtype)
+                if arrays.is_numpy(ref.dtype):
+                    data[ref.key] = arrays.inline_array(packed.inline, ref)
+                    continue
+                import torch
+
+                dtype = arrays.torch_dtype(ref.dtype)
                 if packed.inline is None or ref.nbytes == 0:
                     data[ref.key] = torch.empty(ref.shape, dtype=dtype)
                 else:  # a view of the message's own bytes: the message is this reader's copy
@@ -334,23 +305,38 @@ class Receiver:
             self._start()
         try:
             mm = self._map(packed.segment)
-            window = memoryview(mm)[:packed.used]
+            block = np.frombuffer(mm, dtype=np.uint8, count=packed.used)
         except BaseException:
             self._queue_release(packed.segment, packed.lease)
             raise
-        # The storage torch.frombuffer creates holds the only reference to `window` and drops it
-        # when the last tensor sharing that storage dies, however it was derived (views made under
-        # inference_mode included); a finalizer on a tensor object could fire earlier than that.
-        done = weakref.finalize(window, self._queue_release, packed.segment, packed.lease)
+        # `block` is the base of every array below (numpy collapses a view's base to it), and
+        # the storage of every tensor (`torch.from_numpy` holds it until the last tensor sharing
+        # that storage dies, however it was derived, views made under inference_mode included):
+        # it dies with the last view of the handoff. A finalizer on one tensor or array could
+        # fire earlier than that.
+        done = weakref.finalize(block, self._queue_release, packed.segment, packed.lease)
         done.atexit = False
-        base = torch.frombuffer(window, dtype=torch.uint8)
-        del window
+        tensor_base = None
         for ref in packed.tensors:
-            dtype = _dtype(ref.dtype)
+            if arrays.is_numpy(ref.dtype):
+                dtype = arrays.np_dtype(ref.dtype)
+                if ref.nbytes == 0:
+                    data[ref.key] = np.empty(ref.shape, dtype=dtype)
+                else:
+                    data[ref.key] = (block[ref.offset:ref.offset + ref.nbytes].view(dtype)
+                                     .reshape(ref.shape))
+                continue
+            import torch
+
+            dtype = arrays.torch_dtype(ref.dtype)
             if ref.nbytes == 0:
                 data[ref.key] = torch.empty(ref.shape, dtype=dtype)
-            else:
-                data[ref.key] = base[ref.offset:ref.offset + ref.nbytes].view(dtype).view(ref.shape)
+                continue
+            if tensor_base is None:
+                tensor_base = torch.from_numpy(block)
+            data[ref.key] = (tensor_base[ref.offset:ref.offset + ref.nbytes].view(dtype)
+                             .view(ref.shape))
+        del block, tensor_base
         return data
 
     def _map(self, segment: str) -> mmap.mmap:

@@ -14,7 +14,8 @@ own collectives) and discard the outputs.
 
 The worker exits when the supervisor goes away (its control pipe closes) or says `Stop`, and
 unlinks its blocks first, also on SIGTERM. It ignores SIGINT: Ctrl-C is the supervisor's.
-This module is preloaded in the forkserver, so it imports torch once for every worker.
+This module is preloaded in the fork server and imports no torch: a process loads torch only
+where its stages (their factory modules), its GPU or tensor parallelism need it.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ import importlib
 import inspect
 import os
 import signal
+import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
-
-import torch
 
 from launcher.wire import ipc
 from launcher.worker import gpu_share, tp
@@ -92,6 +92,8 @@ class Worker:
         spec = self.spec
         if spec.gpu is not None:
             gpu_share.apply(spec.gpu_compute_percentage)  # before the CUDA context exists
+            import torch
+
             torch.cuda.set_device(spec.gpu)
             if spec.memory_fraction is not None:
                 # Enforced, not just accounted: the caching allocator refuses to grow past this.
@@ -123,6 +125,9 @@ class Worker:
                 self.channel.to_supervisor(
                     BuildError(stage.name, f"{type(exc).__name__}: {exc}", text))
                 self.exit(1)
+        # A factory module that loaded torch just now: its pool takes the planned width before
+        # the first request (where torch came with the process, `main` set it already).
+        torch_threads(spec.threads)
         if spec.tp is not None and spec.tp.rank > 0:
             self.channel.to_supervisor(Ready())
             threading.Thread(target=self._stats_forever, daemon=True).start()
@@ -146,7 +151,7 @@ class Worker:
             time.sleep(STATS_INTERVAL_S)
             cuda = None
             if self.spec.gpu is not None:
-                cuda = torch.cuda.memory_allocated(self.spec.gpu)
+                cuda = sys.modules["torch"].cuda.memory_allocated(self.spec.gpu)
             depths = {name: q.qsize() for name, q in self.runner.inboxes.items()}
             latencies, core_waits = self.runner.take_timings()
             try:
@@ -187,17 +192,31 @@ class Worker:
                 pass  # the owner died; its blocks are swept
 
 
+_torch_sized = False
+
+
+def torch_threads(threads: int) -> None:
+    """The planned width of torch's pool, where this process has loaded torch (never loads it):
+    a process whose stages do not use torch has no pool to size."""
+    global _torch_sized
+    torch = sys.modules.get("torch")
+    if torch is None or _torch_sized:
+        return
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass  # already set in this process
+    _torch_sized = True
+
+
 def main(spec: WorkerSpec, channel: Channel) -> None:
     # The child got past multiprocessing's bootstrap (re-importing the launching script), so a
     # death from here on is this worker's own, not an unguarded script's.
     channel.to_supervisor(Started(os.getpid()))
     # Ctrl-C reaches the whole process group; the supervisor decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(spec.threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass  # already set in this process
+    torch_threads(spec.threads)  # before the stages build, where the fork server preloaded torch
     worker = Worker(spec, channel)
     signal.signal(signal.SIGTERM, lambda *_: worker.exit(143))
     try:

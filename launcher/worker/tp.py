@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import torch
-
 from launcher import cancellation
 
 IDLE_BROADCAST_S = 30.0  # keeps idle follower ranks inside gloo's collective timeout
@@ -34,6 +32,8 @@ def keep_alive() -> None:
 def share_input(data: Mapping[str, Any]) -> None:
     """Rank 0: the input of the next invocation. Received tensors are views of a shared block;
     pickling a view would ship the whole block, so the followers get compact copies."""
+    import torch  # a tensor-parallel stage is a torch stage: loaded already
+
     _broadcast({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in data.items()})
 
 

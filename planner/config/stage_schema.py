@@ -58,7 +58,7 @@ def read_stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> Stag
     terminal, nxt = _terminal_and_next(fields, raw.get("terminal", False), raw.get("next"))
     factory = _factory(fields, raw.get("factory"))
     args = _args(fields, raw.get("args"))
-    stage_fraction, compute_fraction = _runtime_resources(fields, raw.get("runtime"))
+    stage_fraction, compute_fraction, host_memory = _runtime_resources(fields, raw.get("runtime"))
     threads = _threads(fields, raw.get("threads"))
     return StageConfig(
         name=name,
@@ -74,6 +74,7 @@ def read_stage(raw: Any, i: int, source: str, issues: list[ConfigIssue]) -> Stag
         fraction=stage_fraction,
         threads=threads,
         gpu_compute_fraction=compute_fraction,
+        host_memory_mib=host_memory,
     )
 
 
@@ -181,25 +182,41 @@ def _args(fields: _Fields, args: Any) -> dict[str, Any]:
     return args
 
 
-def _runtime_resources(fields: _Fields, runtime: Any) -> tuple[float | None, float | None]:
+def _runtime_resources(fields: _Fields,
+                       runtime: Any) -> tuple[float | None, float | None, float | None]:
     """`runtime.resources`: the stage's declared GPU memory share
-    (`total_gpu_memory_fraction`) and GPU compute share (`gpu_compute_fraction`)."""
+    (`total_gpu_memory_fraction`), GPU compute share (`gpu_compute_fraction`) and host memory
+    (`host_memory_mib`)."""
     if runtime is None:
-        return None, None
+        return None, None, None
     if not isinstance(runtime, dict):
         fields.issue("runtime", f"got {describe(runtime)}", "a mapping with resources")
-        return None, None
+        return None, None, None
     check_keys(runtime, ("resources",), fields.source, f"{fields.key}.runtime", fields.issues)
     res = runtime.get("resources")
     if res is None:
-        return None, None
+        return None, None, None
     if not isinstance(res, dict):
         fields.issue("runtime.resources", f"got {describe(res)}",
-                     "a mapping with total_gpu_memory_fraction and/or gpu_compute_fraction")
-        return None, None
+                     "a mapping with total_gpu_memory_fraction, gpu_compute_fraction and/or "
+                     "host_memory_mib")
+        return None, None, None
     keys = ("total_gpu_memory_fraction", "gpu_compute_fraction")
-    check_keys(res, keys, fields.source, f"{fields.key}.runtime.resources", fields.issues)
+    check_keys(res, (*keys, "host_memory_mib"), fields.source, f"{fields.key}.runtime.resources",
+               fields.issues)
     memory, compute = (read_fraction(res.get(k), fields.source,
                                      f"{fields.key}.runtime.resources.{k}", fields.issues)
                        for k in keys)
-    return memory, compute
+    return memory, compute, _host_memory(fields, res.get("host_memory_mib"))
+
+
+def _host_memory(fields: _Fields, mib: Any) -> float | None:
+    """The host memory (MiB) the stage adds to a process, as measured (None: not declared)."""
+    if mib is None:
+        return None
+    if isinstance(mib, bool) or not isinstance(mib, (int, float)) or not 0 < mib < 1 << 30:
+        fields.issue("runtime.resources.host_memory_mib", f"got {shown(mib)}",
+                     "a positive number of MiB the stage adds to its process, as measured, "
+                     "e.g. host_memory_mib: 120")
+        return None
+    return float(mib)

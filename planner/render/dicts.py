@@ -123,7 +123,7 @@ def result_dict(result: Result) -> dict[str, Any]:
         "declared_by": result.declared_by,
         "groups": [
             {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed,
-             "copies": g.copies}
+             "copies": g.copies, "memory_mib": plan.process_memory_mib(g.stages)}
             for g in (plan.groups if plan else ())
         ],
         "tp_processes": _tp_dict(plan),
@@ -137,9 +137,12 @@ def result_dict(result: Result) -> dict[str, Any]:
                 "fraction_source": s.fraction_source,
                 "threads": s.threads,
                 "gpu_compute_fraction": s.gpu_compute_fraction,
+                "host_memory_mib": s.host_memory_mib,
             }
             for s in (plan.stages if plan else ())
         ],
+        # host memory of every worker process, every copy counted (None: some stage declares none)
+        "memory_mib": None if plan is None else plan.memory_mib(),
         "cpu": None if plan is None or plan.cpu is None else {
             "threads": plan.cpu.threads, "cpus": plan.cpu.cpus,
             "oversubscribed": plan.cpu.oversubscribed},

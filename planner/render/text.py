@@ -39,6 +39,22 @@ def group_threads(plan: Plan, stages: tuple[str, ...]) -> str:
     return ", ".join(f"{s} {n}" for s, n in zip(stages, counts))
 
 
+def _mib(mib: float | None) -> str:
+    return "unknown" if mib is None else f"≤{mib:.0f} MiB"
+
+
+def memory_line(plan: Plan) -> Text:
+    """The host memory of the worker processes, where the card declares every stage's."""
+    total = plan.memory_mib()
+    if total is None:
+        silent = [s.name for s in plan.stages if s.host_memory_mib is None]
+        return Text(f"Host memory: unknown (no runtime.resources.host_memory_mib for "
+                    f"{', '.join(silent)})", style="dim")
+    return Text(f"Host memory: at most {total:.0f} MiB for the worker processes, every copy "
+                "counted (the card's measured figures per stage, plus each process's own)",
+                style="dim")
+
+
 def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
     t = Table(title="process groups", title_justify="left", show_lines=False)
     t.add_column("process", style="bold")
@@ -47,6 +63,7 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
     t.add_column("fractions")
     t.add_column("threads")
     t.add_column("copies", justify="right")
+    t.add_column("memory", justify="right")
     if show_changed:
         t.add_column("changed")
     for g in plan.groups:
@@ -57,14 +74,16 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
                 if plan.stage(s).gpu_compute_fraction is not None else "")
             for s in g.stages if plan.stage(s).gpus)
         row = [g.name, ", ".join(g.stages), "CPU" if g.gpu is None else str(g.gpu), fr or "-",
-               group_threads(plan, g.stages), str(g.copies)]
+               group_threads(plan, g.stages), str(g.copies),
+               _mib(plan.process_memory_mib(g.stages))]
         if show_changed:
             row.append("yes" if g.changed else "")
         t.add_row(*row)
     for p in plan.tp_processes:
         s = plan.stage(p.stage)
         row = [p.name, f"{p.stage} (TP rank {p.rank}/{s.tp_size})", str(p.gpu),
-               f"{p.stage} {_frac(s.fraction)}", str(s.threads), "1"]
+               f"{p.stage} {_frac(s.fraction)}", str(s.threads), "1",
+               _mib(plan.process_memory_mib((p.stage,)))]
         if show_changed:
             row.append("")
         t.add_row(*row)
@@ -73,6 +92,7 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
         over = " (oversubscribed)" if plan.cpu.oversubscribed and plan.cpu.asked else ""
         out.append(Text(f"CPU threads: {plan.cpu.threads} on {plan.cpu.cpus} CPUs, every copy "
                         f"counted{over}", style="yellow" if over else "dim"))
+    out.append(memory_line(plan))
     if plan.gpus:
         gt = Table(title="GPU memory (fractions)", title_justify="left")
         gt.add_column("GPU", justify="right")

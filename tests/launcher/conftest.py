@@ -64,10 +64,11 @@ def leftovers() -> tuple[set[int], list[str]]:
 
 @pytest.fixture(scope="session", autouse=True)
 def shared_fork_server():
-    """Start multiprocessing's fork server (torch preloaded) and resource tracker once for the
-    session. A deployment stops only the helpers it started itself, so the tests then share
-    these instead of paying for a fresh fork server each."""
-    multiprocessing.get_context("forkserver").set_forkserver_preload(forkserver.PRELOAD)
+    """Start multiprocessing's fork server (the stand-ins, and so torch, preloaded) and resource
+    tracker once for the session. A deployment stops only the helpers it started itself, so the
+    tests then share these instead of paying for a fresh fork server each."""
+    multiprocessing.get_context("forkserver").set_forkserver_preload(
+        [*forkserver.PRELOAD, forkserver.STANDINS])
     multiprocessing.forkserver.ensure_running()
     yield
 

@@ -64,10 +64,27 @@ def test_solve_ok_json_shape():
                          "gpus", "warnings", "diagnostics"}
     assert data["status"] == "ok" and data["changed"] is True
     assert data["groups"][1] == {"name": "vocoder", "stages": ["vocoder"], "gpu": 0, "changed": True,
-                                 "copies": 1}
+                                 "copies": 1, "memory_mib": None}
+    assert data["memory_mib"] is None  # the card declares no host memory for its stages
     voc = next(s for s in data["stages"] if s["name"] == "vocoder")
     assert voc["fraction"] == 0.1 and voc["fraction_source"] == "recommended"
     assert data["gpus"][0]["total"] == 0.95 and data["gpus"][0]["processes"] == ["pipeline", "vocoder"]
+
+
+def test_solve_states_the_memory_a_card_declares_per_process_copy():
+    out = run("solve", "piper-joe", "--variant", "all-apart", "--process-copies", "vocoder=2",
+              "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    stages = {s["name"]: s["host_memory_mib"] for s in data["stages"]}
+    assert all(m is not None and m > 0 for m in stages.values())
+    groups = {g["name"]: g for g in data["groups"]}
+    assert groups["vocoder"]["memory_mib"] > stages["vocoder"]  # plus the process's own
+    assert data["memory_mib"] == pytest.approx(
+        sum(g["memory_mib"] * g["copies"] for g in groups.values()))
+    text = run("solve", "piper-joe", "--variant", "all-apart", "--process-copies", "vocoder=2")
+    assert f"at most {data['memory_mib']:.0f} MiB" in text.stdout
+    assert "Host memory: unknown" in run("solve", "qwen3-tts").stdout
 
 
 def test_solve_infeasible_exit_1_with_because_and_hint():

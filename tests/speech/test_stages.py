@@ -64,10 +64,11 @@ def test_ids_of_fixed_sentences_pinned_to_the_installed_espeak_ng(frontend):
 def test_frontend_payload_has_ids_and_sentence_lengths(frontend):
     out = frontend({"text": TEXT, "voice": None})
     assert out["sentence_lengths"].tolist() == [len(s) for s in frontend.sentences(TEXT)]
-    assert int(out["sentence_lengths"].sum()) == out["ids"].numel()
+    assert int(out["sentence_lengths"].sum()) == out["ids"].size
+    assert out["ids"].dtype == out["sentence_lengths"].dtype == np.int64
     assert out["text"] is None
     nothing = frontend({"text": "... !", "voice": None})
-    assert nothing["ids"].numel() == 0 and nothing["sentence_lengths"].numel() == 0
+    assert nothing["ids"].size == 0 and nothing["sentence_lengths"].size == 0
 
 
 @needs.speech
@@ -90,8 +91,8 @@ def test_streamed_audio_equals_the_one_shot_decode_within_float_rounding(stages,
     payload = frontend({"text": TEXT, "voice": None})
     chunks = list(acoustic(payload))
     assert len(chunks) > 3 and all(c["z"].shape[1] <= 64 + 2 * 12 for c in chunks)
-    streamed = np.concatenate([vocoder(c)["audio"].numpy() for c in chunks])
-    ids, lengths = payload["ids"].numpy(), payload["sentence_lengths"].tolist()
+    streamed = np.concatenate([vocoder(c)["audio"] for c in chunks])
+    ids, lengths = payload["ids"], payload["sentence_lengths"].tolist()
     parts, offset = [], 0
     for n in lengths:
         parts.append(vocoder.decode(acoustic.z(ids[offset:offset + n])))
@@ -100,18 +101,16 @@ def test_streamed_audio_equals_the_one_shot_decode_within_float_rounding(stages,
     assert streamed.shape == one_shot.shape
     assert np.max(np.abs(streamed - one_shot)) < 1e-4
     # and the streamed path is itself deterministic, bit for bit
-    again = np.concatenate([vocoder(c)["audio"].numpy() for c in acoustic(payload)])
+    again = np.concatenate([vocoder(c)["audio"] for c in acoustic(payload)])
     assert np.array_equal(again, streamed)
 
 
 @needs.speech
 def test_a_request_with_nothing_to_say_gives_empty_audio(stages):
-    import torch
-
     acoustic, vocoder = stages
-    chunks = list(acoustic({"ids": torch.zeros(0, dtype=torch.int64),
-                            "sentence_lengths": torch.zeros(0, dtype=torch.int64)}))
-    assert len(chunks) == 1 and vocoder(chunks[0])["audio"].numel() == 0
+    chunks = list(acoustic({"ids": np.zeros(0, dtype=np.int64),
+                            "sentence_lengths": np.zeros(0, dtype=np.int64)}))
+    assert len(chunks) == 1 and vocoder(chunks[0])["audio"].size == 0
 
 
 @needs.speech
@@ -198,3 +197,37 @@ def test_launch_refuses_before_starting_anything_when_espeak_ng_is_missing(monke
     monkeypatch.setattr("launcher.piper._importable", lambda module: True)
     with pytest.raises(LaunchError, match="stage 'frontend'.*apt-get install -y espeak-ng"):
         launch(planner.solve("piper-joe").plan, device="cpu")
+
+
+@needs.speech
+@needs.espeak
+def test_a_piper_worker_never_loads_torch():
+    """The worker's own modules, the three stages built as a worker builds them, one request
+    through them and through the data plane: torch stays out of the process (its pages would
+    cost each copy of the process ~100 MiB for nothing)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import launcher.worker.main as main, launcher.backends.local\n"
+        "from launcher.wire import ipc\n"
+        "from launcher.wire.specs import StageSpec\n"
+        "def build(name):\n"
+        "    spec = StageSpec(name=name, factory=f'launcher.piper:{name}', kwargs=(),\n"
+        "                     defaults=(), predecessors=(), successors=(), device='cpu',\n"
+        "                     remote_inputs=False, threads=1)\n"
+        "    return main.build_stage(spec, {'threads': 1, 'device': 'cpu'})\n"
+        "frontend, acoustic, vocoder = (build(n) for n in ('frontend', 'acoustic', 'vocoder'))\n"
+        "main.torch_threads(1)\n"
+        "pool = ipc.SegmentPool('stageplanner-test-', 'piper')\n"
+        "receiver = ipc.Receiver(pool.release)\n"
+        "ids = receiver.unpack(pool.pack(frontend({'text': 'Hello there.'}), 'd'))\n"
+        "audio = [vocoder(c)['audio'] for c in acoustic(ids)]\n"
+        "assert sum(a.size for a in audio) > 1000, 'no audio'\n"
+        "receiver.close(); pool.close()\n"
+        "assert 'torch' not in sys.modules, 'a piper worker imported torch'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -3,6 +3,7 @@ import os
 import threading
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -224,3 +225,77 @@ def _a_dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     return child.pid
+
+
+NUMPY_DTYPES = [np.float32, np.float64, np.float16, np.int64, np.int16, np.uint8, np.bool_,
+                np.complex64, np.dtype(">i4")]
+
+
+def _arrays(dtype) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {
+        "a": (rng.standard_normal((3, 5)) * 100).astype(dtype),
+        "scalar": np.array(7, dtype=dtype),
+        "empty": np.empty((0, 4), dtype=dtype),
+        "strided": np.arange(20).reshape(4, 5).T.astype(dtype),
+        "odd": np.arange(7).astype(dtype),
+    }
+
+
+@pytest.mark.parametrize("inline_bytes", [0, 1 << 16], ids=["shared", "inline"])
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=str)
+def test_numpy_arrays_arrive_as_numpy_arrays_with_dtype_shape_and_values(dtype, inline_bytes):
+    with ipc.SegmentPool(PREFIX, "sender", inline_bytes=inline_bytes) as pool:
+        receiver = ipc.Receiver(pool.release)
+        try:
+            data = {**_arrays(dtype), "tensor": torch.arange(4.0), "n": 3}
+            packed = pool.pack(data, "dest")
+            assert (packed.segment is None) == bool(inline_bytes)
+            out = receiver.unpack(packed)
+            for key, sent in _arrays(dtype).items():
+                got = out[key]
+                assert type(got) is np.ndarray and got.dtype == sent.dtype
+                assert got.shape == sent.shape and np.array_equal(got, sent)
+            assert isinstance(out["tensor"], torch.Tensor)
+            assert torch.equal(out["tensor"], torch.arange(4.0)) and out["n"] == 3
+            if not inline_bytes:  # in place: a view of the mapped block, no copy
+                assert not out["a"].flags.owndata and packed.segment in receiver.mapped()
+        finally:
+            receiver.close()
+
+
+def test_a_numpy_view_pins_its_block_until_it_dies(pool, receiver):
+    first = pool.pack({"a": np.arange(1000.0)}, "dest")
+    kept = receiver.unpack(first)["a"][10:20]
+    gc.collect()
+    time.sleep(0.05)
+    assert first.segment in pool.lent()
+    assert np.array_equal(kept, np.arange(10.0, 20.0))
+    del kept
+    wait_until(lambda: first.segment not in pool.lent())
+
+
+def test_object_arrays_go_by_value():
+    with ipc.SegmentPool(PREFIX, "sender") as pool:
+        packed = pool.pack({"words": np.array(["a", None], dtype=object)}, "dest")
+        assert packed.segment is None and not packed.tensors
+        assert list(packed.values["words"]) == ["a", None]
+
+
+def test_numpy_payloads_never_load_torch_in_either_process():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from launcher.wire import ipc\n"
+        f"pool = ipc.SegmentPool({PREFIX!r}, 'np-only', inline_bytes=64)\n"
+        "r = ipc.Receiver(pool.release)\n"
+        "for n in (4, 100000):\n"
+        "    out = r.unpack(pool.pack({'z': np.ones((2, n), np.float32)}, 'd'))\n"
+        "    assert out['z'].sum() == 2 * n\n"
+        "r.close(); pool.close()\n"
+        "assert 'torch' not in sys.modules, 'ipc imported torch'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0, done.stderr

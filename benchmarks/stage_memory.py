@@ -1,0 +1,86 @@
+"""Host memory of each piper-joe stage: a worker-like process with only that stage, against one
+with none (what `runtime.resources.host_memory_mib` in models/piper-joe.yaml declares).
+
+Each measurement is a fresh interpreter that imports what the fork server preloads for the card
+(`launcher.worker.main`, the factory module), builds the listed stages as a worker does, runs
+one request through them, and reads its own proportional set size (plus its espeak-ng child's,
+for the frontend) from /proc (Linux). A stage's figure is (that process) - (the empty one). Two
+stages in one process share their libraries (onnxruntime), so their sum overstates that process
+somewhat; the "all" row shows by how much.
+
+    python benchmarks/stage_memory.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TEXT = "The quick brown fox jumps over the lazy dog. It was a bright cold day in April."
+
+INPUTS = r"""
+import pickle, sys
+import launcher.piper as piper
+ids = piper.frontend()({"text": sys.argv[2]})
+chunks = list(piper.acoustic()(ids))
+with open(sys.argv[1], "wb") as f:
+    pickle.dump({"frontend": {"text": sys.argv[2]}, "acoustic": ids, "vocoder": chunks}, f)
+"""
+
+CHILD = r"""
+import json, os, pickle, sys
+import launcher.worker.main as main, launcher.piper
+from launcher.wire.specs import StageSpec
+
+names = sys.argv[1].split(",") if sys.argv[1] else []
+with open(sys.argv[2], "rb") as f:
+    inputs = pickle.load(f)
+for name in names:
+    spec = StageSpec(name=name, factory=f"launcher.piper:{name}", kwargs=(), defaults=(),
+                     predecessors=(), successors=(), device="cpu", threads=1)
+    stage = main.build_stage(spec, {"threads": 1, "device": "cpu"})
+    for payload in inputs[name] if name == "vocoder" else [inputs[name]]:
+        out = stage(payload)
+        if not isinstance(out, dict):
+            list(out)
+    globals()[name] = stage  # kept alive, as in a worker
+
+def pss(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return sum(int(l.split()[1]) for l in f if l.startswith("Pss:"))
+me = os.getpid()
+kids = [int(p) for p in open(f"/proc/{me}/task/{me}/children").read().split()]
+print(json.dumps({"pss_kib": pss(me) + sum(pss(k) for k in kids),
+                  "torch": "torch" in sys.modules}))
+"""
+
+
+def run(code: str, *args: str) -> str:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
+
+
+def measure(stages: str, inputs: str) -> dict:
+    return json.loads(run(CHILD, stages, inputs).strip().splitlines()[-1])
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = os.path.join(tmp, "inputs.pickle")
+        run(INPUTS, inputs, TEXT)
+        empty = measure("", inputs)
+        rows = {"(none)": empty}
+        for name in ("frontend", "acoustic", "vocoder", "frontend,acoustic,vocoder"):
+            rows[name] = measure(name, inputs)
+    print(f"{'stages':<28} {'PSS MiB':>8} {'over empty':>10} {'torch':>6}")
+    for name, r in rows.items():
+        over = (r["pss_kib"] - empty["pss_kib"]) / 1024
+        print(f"{name:<28} {r['pss_kib'] / 1024:>8.1f} {over:>10.1f} {str(r['torch']):>6}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
