@@ -237,7 +237,9 @@ class Supervisor:
             handle = SpeechRequest(request_id, stream, self.finish)
             handle.copies = copy
             self.table.open(handle, {p.name for p in targets})
-        payload = ipc.Packed(None, (), {"text": text, "voice": voice, **(options or {})})
+        # `stream` tells the stages which audio is asked for: a whole response needs no chunks.
+        payload = ipc.Packed(None, (), {"text": text, "voice": voice, **(options or {}),
+                                        "stream": stream})
         for stage, p in zip(self.layout.entry, targets):
             if not self.backend.send(p.name, Deliver(stage, handle.id, CLIENT, None, True,
                                                      payload, route)):

@@ -66,6 +66,16 @@ def test_a_request_goes_to_the_entry_process_and_its_result_comes_back(deploymen
     assert audio.samples.shape == (480,)
 
 
+def test_the_entry_payload_says_whether_the_client_asked_for_a_stream(deployment):
+    # A whole response is decoded without chunks: the stages need to know which was asked for.
+    sup, backend, _ = deployment
+    whole = sup.submit("hello", "joe", stream=False, options={"speed": 1.5})
+    streamed = sup.submit("hello", None, stream=True)
+    sent = {d.request_id: dict(d.packed.values) for d in backend.messages_to("pipeline", Deliver)}
+    assert sent[whole.id] == {"text": "hello", "voice": "joe", "speed": 1.5, "stream": False}
+    assert sent[streamed.id]["stream"] is True
+
+
 def test_a_death_fails_exactly_the_requests_its_unit_held_and_the_unit_restarts(deployment):
     sup, backend, clock = deployment
     at_vocoder = sup.submit("one", None, stream=False)
