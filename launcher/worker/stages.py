@@ -9,11 +9,19 @@ streamed output (`stream_to`) is handed on chunk by chunk.
 
 A stage's fan-in is `join`.
 
+Fairness: a stage thread gathers what has arrived into a `FairQueue` and takes one item at a
+time: a request's first input before anything else, then one turn per request. A streaming
+stage keeps the streams of several requests open and runs each one chunk per turn (gathering
+new arrivals between turns), so a new request's first chunk is not produced after every chunk
+of the requests before it. A tensor-parallel leader runs each stream to its end (its followers
+follow one stream at a time); it still takes inputs in the fair order.
+
 Cancellation: a cancelled or failed request is dropped at the next stage boundary (its queued
 payloads are skipped) and at the next chunk boundary (its generator is closed, so whatever it
 holds is freed at once). A streaming stage may also yield `None` between the inner pieces of a
-long step (a chunked prefill): no output, only one more such point (`cancellation`). A tensor-parallel leader broadcasts its go/stop decision before each
-chunk, so its follower ranks close theirs at the same step.
+long step (a chunked prefill): no output, only one more such point (`cancellation`), and a
+turn's end. A tensor-parallel leader broadcasts its go/stop decision before each chunk, so its
+follower ranks close theirs at the same step.
 """
 
 from __future__ import annotations
@@ -22,17 +30,36 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from launcher import cancellation
 from launcher.wire import ipc
 from launcher.worker import tp
 from launcher.worker.core_wait import WaitClock
-from launcher.wire.backend import Channel, Inbox, PeerUnreachable
+from launcher.wire.backend import Channel, PeerUnreachable
+from launcher.worker.fair_inbox import FairInbox, FairQueue
 from launcher.worker.holdings import Holdings, release_notes
 from launcher.worker.join import Envelope, Joiner, JoinError
 from launcher.wire.protocol import Deliver, HandedOver, Released, Result, StageError, Undeliverable
 from launcher.wire.specs import PARENT, StageSpec, Successor, WorkerSpec
+
+
+@dataclass(eq=False)
+class _Stream:
+    """A streaming stage's output for one input, produced one chunk per turn."""
+
+    iterator: Iterator[Mapping[str, Any] | None]
+    data: dict[str, Any]  # the input, merged into each chunk handed on
+    last: bool  # the input was the request's last here: so is the stream's last chunk
+    current: Mapping[str, Any] | None = None  # pulled, handed on once the next one is known
+    busy: float = 0.0  # the stage's time on it so far, and of that, waiting for a core
+    waited: float = 0.0
+
+    def close(self) -> None:
+        close = getattr(self.iterator, "close", None)
+        if close is not None:
+            close()
 
 
 class StageRunner:
@@ -42,8 +69,8 @@ class StageRunner:
         self.spec, self.stages, self.channel, self.pool = spec, stages, channel, pool
         self.receiver, self.give_back, self.orphaned = receiver, give_back, orphaned
         # A stage fed by other processes waits on its links itself; others on a plain queue.
-        self.inboxes: dict[str, Inbox] = {
-            s.name: channel.inbox(s.name) if s.remote_inputs else queue.SimpleQueue()
+        self.inboxes: dict[str, FairInbox] = {
+            s.name: FairInbox(channel.inbox(s.name) if s.remote_inputs else queue.SimpleQueue())
             for s in spec.stages}
         self.local = {s.name for s in spec.stages}
         self.latencies: dict[str, list[float]] = {s.name: [] for s in spec.stages}
@@ -105,14 +132,35 @@ class StageRunner:
             self.orphaned()  # the supervisor is gone
 
     def _run(self, spec: StageSpec, waited: WaitClock) -> None:
-        inbox, joiner = self.inboxes[spec.name], Joiner(spec.name, spec.predecessors)
+        box, joiner = self.inboxes[spec.name], Joiner(spec.name, spec.predecessors)
+        while True:
+            self._gather(spec, box, joiner)
+            self._drop_cancelled(spec, box.work)
+            if not box.work:
+                continue
+            request_id, item = box.work.take()
+            if isinstance(item, _Stream):
+                self._advance(spec, request_id, item, waited, box.work)
+            else:
+                self._invoke(spec, request_id, *item, waited, box.work)
+            # Payloads done with must not stay alive while this thread waits for the next one:
+            # each pins the shared-memory block it arrived in.
+            item = None
+
+    def _gather(self, spec: StageSpec, box: FairInbox, joiner: Joiner) -> None:
+        """Move what has arrived into the stage's work, joined; wait for it only when there is
+        no work (so a new request is seen between two chunks of another)."""
         tp_leader = self.spec.tp is not None
+        timeout = 0.0 if box.work else tp.IDLE_BROADCAST_S if tp_leader else None
         while True:
             try:
-                env = inbox.get(timeout=tp.IDLE_BROADCAST_S if tp_leader else None)
+                env = box.raw.get(timeout=timeout)
             except queue.Empty:
-                tp.keep_alive()
-                continue
+                if timeout:
+                    tp.keep_alive()
+                    continue
+                return
+            timeout = 0.0
             if isinstance(env, Deliver) and (env := self.arrive(env)) is None:
                 continue
             joiner.drop(self.cancelled)
@@ -120,15 +168,22 @@ class StageRunner:
                 continue
             try:
                 for data, chunk, last in joiner.add(env):
-                    self._invoke(spec, env.request_id, data, chunk, last, waited)
+                    box.work.put(env.request_id, (data, chunk, last))
             except JoinError as exc:
                 self.fail(spec.name, env.request_id, str(exc))
-            # Payloads done with must not stay alive while this thread waits for the next one:
-            # each pins the shared-memory block it arrived in.
             env = data = None
 
+    def _drop_cancelled(self, spec: StageSpec, work: FairQueue) -> None:
+        for request_id in work.requests():
+            if request_id in self.cancelled:
+                for item in work.finish(request_id):
+                    if isinstance(item, _Stream):
+                        item.close()  # at a chunk boundary: frees what the generator holds
+                        self._record(spec, item.busy, item.waited)
+                self._forget(spec, request_id)
+
     def _invoke(self, spec: StageSpec, request_id: int, data: dict[str, Any], chunk: int | None,
-                last: bool, waited: WaitClock) -> None:
+                last: bool, waited: WaitClock, work: FairQueue) -> None:
         fn = self.stages[spec.name]
         started, waited0 = time.perf_counter(), waited()
         try:
@@ -137,51 +192,85 @@ class StageRunner:
             out = fn(data)
             if isinstance(out, Mapping):
                 self._emit(spec, request_id, data, out, chunk, last)
+                if last:
+                    work.finish(request_id)
             else:
-                self._emit_stream(spec, request_id, data, out, last)
+                stream = _Stream(iter(out), data, last)
+                stream.busy, stream.waited = time.perf_counter() - started, waited() - waited0
+                self._advance(spec, request_id, stream, waited, work)
+                return  # timed as a whole when the stream ends
         except Exception as exc:  # noqa: BLE001 - a stage error fails its request, not the process
-            self._chunk_counters.pop((spec.name, request_id), None)
-            for key in [k for k in self._held if k[0] == spec.name and k[2] == request_id]:
-                del self._held[key]
+            self._forget(spec, request_id)
             self.fail(spec.name, request_id, f"{type(exc).__name__}: {exc}")
-        finally:
-            with self.stats_lock:
-                self.latencies[spec.name].append(time.perf_counter() - started)
-                self.core_waits[spec.name] += waited() - waited0
+        self._record(spec, time.perf_counter() - started, waited() - waited0)
 
-    def _emit_stream(self, spec: StageSpec, request_id: int, data: dict[str, Any],
-                     items: Iterator[Mapping[str, Any]], last: bool) -> None:
-        iterator, current, ranks = iter(items), None, self.spec.tp is not None
+    def _advance(self, spec: StageSpec, request_id: int, stream: _Stream, waited: WaitClock,
+                 work: FairQueue) -> None:
+        """Run a stream one chunk on, then let other requests have their turn; a tensor-parallel
+        leader runs it to its end instead (its followers follow one stream at a time)."""
+        while True:
+            started, waited0 = time.perf_counter(), waited()
+            opening = stream.current is None  # its first item is held until the next is known
+            try:
+                over = self._step(spec, request_id, stream)
+            except Exception as exc:  # noqa: BLE001 - fails its request, not the process
+                stream.close()
+                self._forget(spec, request_id)
+                self.fail(spec.name, request_id, f"{type(exc).__name__}: {exc}")
+                over = True
+            stream.busy += time.perf_counter() - started
+            stream.waited += waited() - waited0
+            if over:
+                self._record(spec, stream.busy, stream.waited)
+                if stream.last:
+                    work.finish(request_id)
+                return
+            if self.spec.tp is None and not (opening and stream.current is not None):
+                work.put_front(request_id, stream)
+                return
+
+    def _step(self, spec: StageSpec, request_id: int, stream: _Stream) -> bool:
+        """Pull the stream's next item and hand on the one before it (the last is handed on
+        marked last); True when the stream is over (ended or cancelled)."""
+        ranks = self.spec.tp is not None
+        go = request_id not in self.cancelled
+        if ranks:
+            go = tp.decide(go)
+        if not go:
+            self._chunk_counters.pop((spec.name, request_id), None)
+            stream.close()  # cancelled: frees what the generator holds
+            return True
         try:
-            while True:
-                go = request_id not in self.cancelled
+            upcoming = next(stream.iterator)
+        except StopIteration:
+            stream.close()
+            if stream.current is None:
+                raise RuntimeError(f"stage '{spec.name}' produced no output") from None
+            self._emit(spec, request_id, stream.data, stream.current,
+                       self._next_chunk(spec, request_id), stream.last)
+            return True
+        if upcoming is None:
+            return False  # a cancellation point inside a long step, no output
+        if stream.current is not None:
+            try:
+                self._emit(spec, request_id, stream.data, stream.current,
+                           self._next_chunk(spec, request_id), False)
+            except BaseException:
                 if ranks:
-                    go = tp.decide(go)
-                if not go:
-                    self._chunk_counters.pop((spec.name, request_id), None)
-                    return  # cancelled: the generator is closed below, freeing what it holds
-                try:
-                    upcoming = next(iterator)
-                except StopIteration:
-                    break
-                if upcoming is None:
-                    continue  # a cancellation point inside a long step, no output
-                if current is not None:
-                    try:
-                        self._emit(spec, request_id, data, current,
-                                   self._next_chunk(spec, request_id), False)
-                    except BaseException:
-                        if ranks:
-                            tp.decide(False)  # the followers wait for the next decision
-                        raise
-                current = upcoming
-        finally:
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()
-        if current is None:
-            raise RuntimeError(f"stage '{spec.name}' produced no output")
-        self._emit(spec, request_id, data, current, self._next_chunk(spec, request_id), last)
+                    tp.decide(False)  # the followers wait for the next decision
+                raise
+        stream.current = upcoming
+        return False
+
+    def _forget(self, spec: StageSpec, request_id: int) -> None:
+        self._chunk_counters.pop((spec.name, request_id), None)
+        for key in [k for k in self._held if k[0] == spec.name and k[2] == request_id]:
+            del self._held[key]
+
+    def _record(self, spec: StageSpec, took: float, core_wait: float) -> None:
+        with self.stats_lock:
+            self.latencies[spec.name].append(took)
+            self.core_waits[spec.name] += core_wait
 
     def _next_chunk(self, spec: StageSpec, request_id: int) -> int:
         key = (spec.name, request_id)
