@@ -12,7 +12,7 @@ program. Nothing here imports `piper` or loads libespeak-ng.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -25,7 +25,9 @@ def frontend(*, espeak_voice: str = "en-us"):
 
 def acoustic(*, seed: int = 0, noise_scale: float | None = None,
              length_scale: float | None = None, noise_w: float | None = None,
-             chunk_frames: int = 64, first_chunk_frames: int = 24, context_frames: int = 12,
+             chunk_frames: int | Sequence[int] = (24, 48, 96, 192),
+             first_chunk_frames: int | None = None,
+             context_frames: int = 12,
              threads: int = 1, device: str = "cpu",
              total_gpu_memory_fraction: float | None = None):
     from launcher.piper import voice

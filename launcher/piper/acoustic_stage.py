@@ -1,20 +1,23 @@
-"""The acoustic stage: ids -> z [192, frames], sentence by sentence, handed on in chunks.
+"""The acoustic stage: ids -> z [192, frames], sentence by sentence, handed on in pieces.
 
 Each sentence runs the `encoder` cut (text encoder, durations), then the `flow` cut (prior
 sample through the flow). Both noises are drawn from `numpy.random.default_rng(crc32(ids) ^
 seed)`, the sentence's own ids: the same text gives the same z in every process and placement.
 
-z is handed on in chunks, each with up to `context_frames` frames of z on either side that the
-vocoder decodes and trims (one frame of z reaches 10 frames back and 12 ahead in the decoder's
-output). The first chunk of a request is small (`first_chunk_frames`, for a short time to first
-audio), later ones `chunk_frames`. Chunking is fixed by these arguments, never by timing, so the
-audio is the same bits wherever the stages run.
+Only the work asked for: a whole response (the payload's `stream` is false or absent) gets each
+sentence's z as one piece with no context, so the vocoder decodes it once. A streamed one gets
+z in chunks, each with up to `context_frames` frames of z on either side that the vocoder
+decodes and trims (one frame of z reaches 10 frames back and 12 ahead in the decoder's output).
+Chunk sizes follow the card's schedule (`chunk_frames: [24, 64, 128]`: the request's first chunk
+24 frames, its second 64, every later one 128; a sentence's end cuts a chunk short and the next
+sentence goes on with the next size). Both are fixed by the card and the request, never by
+timing, so the audio is the same bits wherever the stages run.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,14 +28,38 @@ from launcher.piper.runtime import session
 MIN_SPEED, MAX_SPEED = 0.25, 4.0  # OpenAI's `speed` range
 
 
-def chunk_bounds(frames: int, first: int, size: int, request_start: bool) -> list[tuple[int, int]]:
-    """[start, end) of each chunk of a sentence's frames."""
+def chunk_schedule(chunk_frames: int | Sequence[int],
+                   first_chunk_frames: int | None = None) -> tuple[int, ...]:
+    """The chunk sizes of a stream, the last one repeated, from the card's arguments: a list
+    (`chunk_frames: [24, 64, 128]`), or the older scalars (`first_chunk_frames: 24,
+    chunk_frames: 64`, the same as `[24, 64]`)."""
+    if isinstance(chunk_frames, int) and not isinstance(chunk_frames, bool):
+        sizes = (chunk_frames,) if first_chunk_frames is None else (first_chunk_frames,
+                                                                     chunk_frames)
+    elif isinstance(chunk_frames, Sequence) and not isinstance(chunk_frames, str):
+        if first_chunk_frames is not None:
+            raise ValueError("give the acoustic stage either `chunk_frames: [first, second, ...]`"
+                             " or the scalars `first_chunk_frames` and `chunk_frames`, not a "
+                             "list with `first_chunk_frames`")
+        sizes = tuple(chunk_frames)
+    else:
+        raise ValueError(f"chunk_frames must be a whole number or a list of them (e.g. "
+                         f"[24, 64, 128]), not {chunk_frames!r}")
+    if not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
+        raise ValueError(f"every chunk size must be a whole number of frames, at least 1: "
+                         f"chunk_frames {list(sizes)!r} (first_chunk_frames "
+                         f"{first_chunk_frames!r}); e.g. chunk_frames: [24, 64, 128]")
+    return sizes
+
+
+def chunk_bounds(frames: int, schedule: Sequence[int], index: int) -> list[tuple[int, int]]:
+    """[start, end) of each chunk of a sentence's frames, when `index` chunks of its request
+    came before it."""
     bounds, start = [], 0
-    step = first if request_start else size
     while start < frames:
-        end = min(frames, start + step)
+        end = min(frames, start + schedule[min(index, len(schedule) - 1)])
         bounds.append((start, end))
-        start, step = end, size
+        start, index = end, index + 1
     return bounds
 
 
@@ -42,19 +69,16 @@ def noise_rng(ids: np.ndarray, seed: int) -> np.random.Generator:
 
 class Acoustic:
     def __init__(self, voice: V.Voice, *, seed: int, noise_scale: float, length_scale: float,
-                 noise_w: float, chunk_frames: int, first_chunk_frames: int,
-                 context_frames: int, device: str, fraction: float | None, threads: int) -> None:
-        for name, value in (("chunk_frames", chunk_frames), ("first_chunk_frames",
-                                                            first_chunk_frames)):
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, not {value}")
+                 noise_w: float, chunk_frames: int | Sequence[int],
+                 first_chunk_frames: int | None, context_frames: int, device: str,
+                 fraction: float | None, threads: int) -> None:
+        self.schedule = chunk_schedule(chunk_frames, first_chunk_frames)
         if context_frames < 0:
             raise ValueError(f"context_frames must be at least 0, not {context_frames}")
         self.encoder = session(V.cut(voice, "encoder"), device, fraction, threads)
         self.flow = session(V.cut(voice, "flow"), device, fraction, threads)
         self.seed = seed
         self.noise_scale, self.length_scale, self.noise_w = noise_scale, length_scale, noise_w
-        self.chunk_frames, self.first_chunk_frames = chunk_frames, first_chunk_frames
         self.context_frames = context_frames
 
     def z(self, ids: np.ndarray, speed: float = 1.0) -> np.ndarray:
@@ -80,18 +104,19 @@ class Acoustic:
         speed = float(payload.get("speed") or 1.0)
         if not MIN_SPEED <= speed <= MAX_SPEED:
             raise ValueError(f"speed {speed} is outside {MIN_SPEED}-{MAX_SPEED}")
+        stream = bool(payload.get("stream"))
         drop = {"ids": None, "sentence_lengths": None, "speed": None}
-        offset, first = 0, True
+        offset, index = 0, 0
         for n in lengths:
             z = self.z(ids[offset:offset + n], speed)
             offset += n
             frames = z.shape[1]
-            for start, end in chunk_bounds(frames, self.first_chunk_frames, self.chunk_frames,
-                                           first):
+            bounds = chunk_bounds(frames, self.schedule, index) if stream else [(0, frames)]
+            for start, end in bounds:
                 left = min(self.context_frames, start)
                 right = min(self.context_frames, frames - end)
                 part = np.ascontiguousarray(z[:, start - left:end + right])
                 yield {"z": part, "z_left": left, "z_right": right, **drop}
-                first = False
-        if first:  # nothing to say (only punctuation): one empty chunk ends the request
+                index += 1
+        if index == 0:  # nothing to say (only punctuation): one empty chunk ends the request
             yield {"z": np.zeros((V.CHANNELS, 0), np.float32), "z_left": 0, "z_right": 0, **drop}

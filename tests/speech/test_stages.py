@@ -6,18 +6,31 @@ import numpy as np
 import pytest
 
 from launcher.piper import runtime
-from launcher.piper.acoustic_stage import chunk_bounds
+from launcher.piper.acoustic_stage import chunk_bounds, chunk_schedule
 
 from tests.speech import needs
 
 TEXT = "The quick brown fox jumped over the lazy dog. We will meet again next week!"
 
 
-def test_chunks_start_small_then_grow_and_cover_every_frame():
-    assert chunk_bounds(100, 24, 64, True) == [(0, 24), (24, 88), (88, 100)]
-    assert chunk_bounds(100, 24, 64, False) == [(0, 64), (64, 100)]
-    assert chunk_bounds(10, 24, 64, True) == [(0, 10)]
-    assert chunk_bounds(0, 24, 64, True) == []
+def test_chunks_follow_the_schedule_across_sentences_and_cover_every_frame():
+    assert chunk_bounds(100, (24, 64), 0) == [(0, 24), (24, 88), (88, 100)]
+    assert chunk_bounds(100, (24, 64), 3) == [(0, 64), (64, 100)]  # a later sentence
+    assert chunk_bounds(300, (24, 64, 128), 0) == [(0, 24), (24, 88), (88, 216), (216, 300)]
+    assert chunk_bounds(50, (24, 64, 128), 1) == [(0, 50)]  # cut short by the sentence's end
+    assert chunk_bounds(10, (24, 64), 0) == [(0, 10)]
+    assert chunk_bounds(0, (24, 64), 0) == []
+
+
+def test_the_card_gives_the_schedule_as_a_list_or_as_the_older_scalars():
+    assert chunk_schedule([24, 64, 128]) == (24, 64, 128)
+    assert chunk_schedule(64, first_chunk_frames=24) == (24, 64)
+    assert chunk_schedule(64) == (64,)
+    with pytest.raises(ValueError, match="not a list with `first_chunk_frames`"):
+        chunk_schedule([24, 64], first_chunk_frames=12)
+    for bad in ([], [24, 0], [24, 6.5], "24,64", True):
+        with pytest.raises(ValueError, match="chunk_frames"):
+            chunk_schedule(bad)
 
 
 def test_cuda_provider_gets_the_stage_memory_fraction_as_its_limit():
@@ -84,25 +97,46 @@ def test_same_ids_same_z_and_a_new_seed_new_z(stages):
     assert acoustic.z(ids, speed=2.0).shape[1] < first.shape[1]  # speed shortens
 
 
-@needs.speech
-@needs.espeak
-def test_streamed_audio_equals_the_one_shot_decode_within_float_rounding(stages, frontend):
-    acoustic, vocoder = stages
-    payload = frontend({"text": TEXT, "voice": None})
-    chunks = list(acoustic(payload))
-    assert len(chunks) > 3 and all(c["z"].shape[1] <= 64 + 2 * 12 for c in chunks)
-    streamed = np.concatenate([vocoder(c)["audio"] for c in chunks])
-    ids, lengths = payload["ids"], payload["sentence_lengths"].tolist()
+def _one_shot(acoustic, vocoder, payload) -> np.ndarray:
+    ids, lengths = np.asarray(payload["ids"]), np.asarray(payload["sentence_lengths"]).tolist()
     parts, offset = [], 0
     for n in lengths:
         parts.append(vocoder.decode(acoustic.z(ids[offset:offset + n])))
         offset += n
-    one_shot = np.concatenate(parts)
+    return np.concatenate(parts)
+
+
+@needs.speech
+@needs.espeak
+def test_streamed_audio_equals_the_one_shot_decode_within_float_rounding(stages, frontend):
+    acoustic, vocoder = stages
+    payload = {**frontend({"text": TEXT, "voice": None}), "stream": True}
+    chunks = list(acoustic(payload))
+    biggest = max(acoustic.schedule)
+    assert len(chunks) > 3 and all(c["z"].shape[1] <= biggest + 2 * 12 for c in chunks)
+    assert chunks[0]["z"].shape[1] - chunks[0]["z_right"] == acoustic.schedule[0]
+    streamed = np.concatenate([vocoder(c)["audio"] for c in chunks])
+    one_shot = _one_shot(acoustic, vocoder, payload)
     assert streamed.shape == one_shot.shape
     assert np.max(np.abs(streamed - one_shot)) < 1e-4
     # and the streamed path is itself deterministic, bit for bit
     again = np.concatenate([vocoder(c)["audio"] for c in acoustic(payload)])
     assert np.array_equal(again, streamed)
+
+
+@needs.speech
+@needs.espeak
+def test_a_whole_response_gets_each_sentence_in_one_piece_without_context(stages, frontend):
+    acoustic, vocoder = stages
+    payload = {**frontend({"text": TEXT, "voice": None}), "stream": False}
+    pieces = list(acoustic(payload))
+    assert len(pieces) == payload["sentence_lengths"].numel() == 2
+    assert all(p["z_left"] == p["z_right"] == 0 for p in pieces)
+    whole = np.concatenate([vocoder(p)["audio"] for p in pieces])
+    assert np.array_equal(whole, _one_shot(acoustic, vocoder, payload))  # the same bits
+    # a payload without the flag (a profiler, a direct caller) is a whole response
+    plain = {k: v for k, v in payload.items() if k != "stream"}
+    assert [p["z"].shape for p in acoustic(plain)] == [p["z"].shape for p in pieces]
 
 
 @needs.speech
