@@ -33,6 +33,7 @@ import numpy as np
 
 from launcher import piper
 from launcher.piper import voice as V
+from planner.app.bench.machine import cpu_model
 from planner.app.bench.texts import request_texts
 
 DEFAULT_SCHEDULES = ("24,64", "24,64,128", "24,48,96,192", "24,96,256")
@@ -95,7 +96,7 @@ def main() -> None:
                     per_piece[way][i] = times
             cpu[way].append(total / len(payloads))
 
-    print(f"# vocoder_chunking.py, {date.today()}, {platform.processor() or platform.machine()}, "
+    print(f"# vocoder_chunking.py, {date.today()}, {cpu_model() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {args.texts} texts of "
           f"about {args.chars} characters, context {args.context} frames, {args.repeat} reps")
     base = statistics.median(cpu["whole"])
