@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from planner.tune.choose import Candidate, Choice
 
 
+# The key of the declared topology's measurements when tune excluded it from the ranking (it is
+# served anyway, as the bench's baseline).
+EXCLUDED_DECLARED = -1
+
+
 def bench_name(c: Candidate) -> str:
     """The candidate's flags as a bench placement name (letters, digits and `_.+:@-`): e.g.
     `isolate:vocoder` for `--isolate-stage vocoder`, `pre@p2` for `--stage-process pre=p2`, several
@@ -91,8 +96,10 @@ def read_results(path: Path, choice: Choice, picked: list[int]) -> dict[int, lis
         by_name[run["placement"], load.get("concurrency"), load.get("rate")] = run
     names = _names(choice, picked)
     declared = next((i for i, c in enumerate(choice.ranked) if not c.requests), None)
-    if declared is not None:
-        names[declared] = data.get("baseline") or "declared"  # the bench always runs it
+    # The bench always runs the declared topology, also when tune left it out of the ranking:
+    # what it served is reported either way.
+    names[EXCLUDED_DECLARED if declared is None else declared] = (
+        data.get("baseline") or "declared")
     out: dict[int, list[dict[str, Any]]] = {}
     for i, name in names.items():
         rows = []

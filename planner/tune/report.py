@@ -121,7 +121,8 @@ def choice_dict(choice: Choice, profile: Profile, why: str,
         "profile": profile.to_dict(),
         "candidates": [{**candidate_dict(c, measured.get(i)), "tie": tie_note(choice, i) or None}
                        for i, c in enumerate(ranked)],
-        "excluded": [{"flags": list(flags(c.requests)), "why": reason}
+        "excluded": [{"flags": list(flags(c.requests)), "why": reason,
+                      "measured_by_workload": _excluded_measured(choice, c, measured)}
                      for c, reason in choice.excluded],
         "best": 0 if best is not None else None,
         "why": why,
@@ -135,6 +136,15 @@ def choice_dict(choice: Choice, profile: Profile, why: str,
             "overlay": {"model": profile.model, "stages": persistent_overlay(best.plan,
                                                                              best.requests)}},
     }
+
+
+def _excluded_measured(choice: Choice, c: Candidate,
+                       measured: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """What serving measured of an excluded candidate: only the declared topology is served
+    when excluded (it is the bench's baseline), under a negative key."""
+    if c is not choice.declared and c.requests:
+        return None
+    return next((rows for i, rows in measured.items() if i < 0), None)
 
 
 def _ms(v: float | None) -> str:
@@ -217,7 +227,11 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
             t.add_row(*row)
         print_unsqueezed(console, t)
     for c, reason in choice.excluded:
-        console.print(Text(f"excluded: {c.name} ({reason})"))
+        rows = _excluded_measured(choice, c, measured)
+        served = "" if rows is None else "; served as the bench's baseline: " + ", ".join(
+            f"{w.label} {r['throughput_rps']:.2f} req/s" if r.get("throughput_rps") else
+            f"{w.label} -" for w, r in zip(choice.workloads, rows))
+        console.print(Text(f"excluded: {c.name} ({reason}){served}"))
     console.print(Text("why: ", style="bold") + Text(why))
     if verdict is not None:
         console.print(Text(verdict_line(choice, verdict)))

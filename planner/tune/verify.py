@@ -43,7 +43,8 @@ def _measured_score(rows: list[dict[str, Any]], objective: str) -> float | None:
 def verdict(choice: Choice, measured: dict[int, list[dict[str, Any]]]) -> Verdict | None:
     """The placement that measured best, if the pick was measured. The same tie applies as to
     predictions: a measured lead within it is not a reason to change the recommendation."""
-    scores = {i: _measured_score(rows, choice.objective) for i, rows in measured.items()}
+    scores = {i: _measured_score(rows, choice.objective) for i, rows in measured.items()
+              if i >= 0}  # a negative key: served but not ranked (tune_verify.EXCLUDED_DECLARED)
     scores = {i: v for i, v in scores.items() if v is not None}
     if 0 not in scores:
         return None

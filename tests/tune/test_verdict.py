@@ -151,3 +151,35 @@ def test_a_pick_served_alone_is_not_said_to_have_beaten_anything():
     out = rendered(choice, prof, {0: served(100.0)}, v)
     assert "only declared was served, so nothing was compared" in out
     assert "measured best" not in out
+
+
+def test_the_declared_topology_served_while_excluded_is_reported(tmp_path):
+    import argparse
+    import json
+
+    from planner.app.tune_verify import bench_command, read_results, to_serve
+    from tests.tune.test_model import chain, profile
+
+    # an SLO the declared topology misses leaves it out of the ranking, yet bench serves it as
+    # its baseline
+    pl = chain("a", "b")
+    prof = profile({"a": (4.0, 0.0, 0.0), "b": (4.0, 0.0, 0.0)}, cores=4)
+    choice = choose(pl, prof, (Workload(concurrency=1),))
+    split = next(c for c in choice.ranked if c.requests)
+    choice = choice.__class__(**{**choice.__dict__, "ranked": (split,),
+                                 "excluded": ((choice.declared, "p99 over the SLO"),)})
+    args = argparse.Namespace(model_path=None, config="p.yaml", variant=None, requests=96,
+                              seed=0, device="cpu", stand_in_size=None, rounds=3)
+    picked = to_serve(choice, 1)
+    cmd = bench_command(args, choice, picked, tmp_path)
+    names, results = _bench_runs(pl, cmd)
+    assert "declared" in names
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    measured = read_results(tmp_path / "results.json", choice, picked)
+    assert len(measured) == len(names)  # every served placement is in what tune reads back
+    v = verdict(choice, measured)
+    assert v.served == 1 and v.best == 0  # the excluded one is reported, never recommended
+    out = rendered(choice, prof, measured, v)
+    assert "excluded: declared (p99 over the SLO); served as the bench's baseline: C=1 10.00" in out
+    data = choice_dict(choice, prof, "why", measured, v)
+    assert data["excluded"][0]["measured_by_workload"][0]["throughput_rps"] == 10.0
