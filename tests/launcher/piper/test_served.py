@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+from pathlib import Path
 import re
 import signal
 import subprocess
@@ -23,16 +24,16 @@ from launcher.serving.http import create_app
 from planner import load_pipeline
 from planner.placements import feasible_placements
 
-from tests.speech import needs
-from tests.speech.asr import transcribe_wav, wer
-from tests.speech.sentences import SENTENCES, WER_LIMIT
+from tests.launcher.piper import needs
+from tests.launcher.piper.asr import transcribe_wav, wer
+from tests.launcher.piper.sentences import SENTENCES, WER_LIMIT
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2
     from starlette.testclient import TestClient
 
 pytestmark = [pytest.mark.slow, needs.speech, needs.espeak]
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[3])  # the repository
 
 
 def _same_samples(a: bytes, b: bytes) -> bool:

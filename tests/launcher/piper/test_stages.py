@@ -8,7 +8,7 @@ import pytest
 from launcher.piper import runtime
 from launcher.piper.acoustic_stage import chunk_bounds, chunk_schedule
 
-from tests.speech import needs
+from tests.launcher.piper import needs
 
 TEXT = "The quick brown fox jumped over the lazy dog. We will meet again next week!"
 

@@ -1,0 +1,33 @@
+"""The piper stages' tests keep built stages for a whole module (each frontend owns an espeak-ng
+child for its life), so this folder's leftover check lets those children be; everything else is
+checked as in the rest of tests/launcher."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.launcher.conftest import leftovers
+from tests.waiting import wait_until
+
+
+def _espeak(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip().startswith("espeak")
+    except OSError:
+        return False  # gone
+
+
+def _left() -> tuple[set[int], list[str]]:
+    procs, segments = leftovers()
+    return {p for p in procs if not _espeak(p)}, segments
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    yield
+    wait_until(lambda: _left() == (set(), []), 3.0, fail=False)
+    procs, segments = _left()
+    assert not procs, f"processes left running: {sorted(procs)}"
+    assert not segments, f"shared-memory segments left: {segments}"
