@@ -1,9 +1,9 @@
 """The piper-joe voice graph in one process on one thread: the floor under any server of it.
 
 Run by `peer_piper.py` as a child process: it builds the card's three stages (launcher.piper:
-frontend, acoustic with the card's chunking, vocoder; one onnxruntime thread each, torch on one
-thread), then answers requests on stdin, one JSON line each, `{"sentences": [...]}`: each
-sentence goes frontend -> acoustic chunks -> vocoder -> one WAV (what a whole-WAV request of
+frontend, acoustic, vocoder; one onnxruntime thread each; no torch, as a served piper worker),
+then answers requests on stdin, one JSON line each, `{"sentences": [...]}`: each
+sentence goes frontend -> acoustic (a whole request: one piece per sentence) -> vocoder -> one WAV (what a whole-WAV request of
 `planner serve` returns), one after another; it prints `{"latencies_s": [...], "audio_s": ...}`
 (the seconds of audio made). The parent reads this process's CPU (and its espeak-ng child's) from
 /proc around each line.
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-import torch
+import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,15 +35,13 @@ def stages():
 def wav(sentence: str, frontend, acoustic, vocoder) -> bytes:
     from launcher.audio import pcm16, wav_header
 
-    ids = frontend({"text": sentence, "voice": "joe"})
-    audio = [vocoder(chunk)["audio"] for chunk in acoustic(ids)]
-    data = pcm16(torch.cat(audio))
+    ids = frontend({"text": sentence, "voice": "joe", "stream": False})
+    audio = [vocoder(chunk)["audio"] for chunk in acoustic({**ids, "stream": False})]
+    data = pcm16(np.concatenate(audio))
     return wav_header(SAMPLE_RATE, len(data)) + data
 
 
 def main() -> int:
-    torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
     graph = stages()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
