@@ -2,6 +2,7 @@
 of another model is a one-paragraph error; JSON carries what scripts need."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -101,3 +102,9 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
     # The hashing stage's calls were timed beside a busy thread (their size depends on the machine).
     assert nat.native_call_ms is not None and nat.native_call_ms > 0
     assert prof.switch_interval_ms == pytest.approx(sys.getswitchinterval() * 1000)
+    # Each stage with native work was timed at more threads; a single-threaded hash gains little
+    # from a second one (a stage of pure Python or device time is not timed at all).
+    if len(os.sched_getaffinity(0)) >= 2:
+        by = nat.native_ms_by_threads
+        assert by is not None and set(by) >= {"1", "2"} and by["2"] > 0.6 * by["1"], by
+        assert py.native_ms_by_threads is None and dev.native_ms_by_threads is None
