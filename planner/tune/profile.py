@@ -53,7 +53,8 @@ class StageProfile:
     def native_speedup(self, threads: int) -> float:
         """The native part's wall time with `threads` intra-op threads over its time with one:
         the measured count nearest below `threads` (a thread count not measured gains no more
-        than the one below it), never below 1 / threads (no stage more than divides its work)."""
+        than the one below it), never below 1 / threads (no stage does better than
+        share its work out evenly)."""
         by = self.native_ms_by_threads
         if threads <= 1 or not by:
             return 1.0

@@ -67,8 +67,9 @@ def native_by_threads(one_thread_wall_ms: float, native_ms: float, wall_ms: Mapp
     return out
 
 
-def measure_threads(plan: planner.Plan, built: Mapping[str, Callable], profiles: Sequence[StageProfile],
-                    device: str, defaults: Mapping[str, Any], texts: Sequence[str], cpus: int,
+def measure_threads(plan: planner.Plan, built: Mapping[str, Callable],
+                    profiles: Sequence[StageProfile], device: str, defaults: Mapping[str, Any],
+                    texts: Sequence[str], cpus: int,
                     progress: Callable[[str], None] = lambda _: None) -> list[StageProfile]:
     """`profiles` with `native_ms_by_threads` filled in for each stage worth measuring, each built
     again for each count of `thread_counts(cpus)` and timed on `texts` beside its one-thread
