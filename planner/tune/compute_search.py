@@ -61,23 +61,24 @@ def busiest_stages(plan: Plan, prediction: Prediction, n: int = MAX_WIDENED_STAG
 
 def compute_requests(plan: Plan, threads: dict[str, int], copies: dict[str, int]
                      ) -> tuple[ComputeRequest, ...]:
-    """Requests for the threads and copies above one, in pipeline then group order."""
+    """Requests for the threads and copies that differ from `plan`'s (what its card or config
+    declares), in pipeline then group order."""
     return (tuple(Threads(s.name, threads[s.name]) for s in plan.stages
-                  if threads.get(s.name, 1) > 1)
+                  if threads.get(s.name, s.threads) != s.threads)
             + tuple(Copies(g.name, copies[g.name]) for g in plan.groups
-                    if copies.get(g.name, 1) > 1))
+                    if copies.get(g.name, g.copies) != g.copies))
 
 
 def _moves(plan: Plan, prediction: Prediction, profile: Profile, threads: dict[str, int],
            copies: dict[str, int], concurrent: bool) -> list[tuple[dict[str, int], dict[str, int]]]:
     out = []
     for stage in busiest_stages(plan, prediction):
-        more = [t for t in profile.stage(stage).measured_threads if t > threads.get(stage, 1)]
+        more = [t for t in profile.stage(stage).measured_threads if t > threads[stage]]
         if more:
             out.append(({**threads, stage: min(more)}, copies))
         group = plan.stage(stage).process
         if concurrent and any(g.name == group for g in plan.groups):
-            out.append((threads, {**copies, group: copies.get(group, 1) + 1}))
+            out.append((threads, {**copies, group: copies[group] + 1}))
     return out
 
 
@@ -85,16 +86,17 @@ def widen(pipeline: Pipeline, start: FeasiblePlacement, predicted: tuple[Predict
           profile: Profile, workloads: Sequence[Workload],
           score: Callable[[tuple[Prediction, ...]], float], tie: float, cpus: int,
           cores: int | None = None) -> Search:
-    """Climb from `start` (one thread, one copy; its `predicted` per workload): each step tries
+    """Climb from `start` (its declared threads and copies: one each unless its card or config
+    says more; its `predicted` per workload): each step tries
     the moves of `_moves` from the current plan and goes on from the one `score` puts highest
     while that beats the current plan's score by more than `tie` (a share of it: closer, the
     model cannot tell them apart, and the plan with less compute is kept). Returns every
     accepted step with its predictions."""
     concurrent = any(w.concurrency != 1 for w in workloads)
     plan, preds = start.plan, predicted
-    threads: dict[str, int] = {}
-    copies: dict[str, int] = {}
-    seen = {((), ())}
+    threads = {s.name: s.threads for s in plan.stages}
+    copies = {g.name: g.copies for g in plan.groups}
+    seen = {(tuple(sorted(threads.items())), tuple(sorted(copies.items())))}
     tried: list[Widened] = []
     refused = 0
     for _ in range(MAX_STEPS):

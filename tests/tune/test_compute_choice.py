@@ -100,3 +100,16 @@ def test_the_picks_flags_overlay_and_json_solve_to_the_plan_it_ranked(tmp_path):
     assert {g["name"]: g["copies"] for g in top["groups"]} == {
         g.name: g.copies for g in best.plan.groups}
     assert top["threads"] == {s.name: s.threads for s in best.plan.stages}
+
+
+def test_threads_a_config_declares_are_where_the_search_starts():
+    pl = planner.load(config={"name": "chain", "stages": [
+        {"name": "a", "process": "p", "next": "b"},
+        {"name": "b", "process": "p", "terminal": True, "threads": 2}],
+        "process_safe_edges": [["a", "b"]]})
+    prof = two_stage(4, {"1": 10.0, "2": 6.0, "3": 4.0})
+    choice = choose(pl, prof, (Workload(concurrency=1),), compute=True)
+    asked = [c.compute for c in choice.ranked if c.compute]
+    # no request for the 2 threads it has; 3 is a step up from them
+    assert (Threads("b", 3),) in asked and not any(Threads("b", 2) in a for a in asked)
+    assert all(c.plan.stage("b").threads >= 2 for c in choice.ranked)
