@@ -11,7 +11,6 @@ threads is its one-thread native time less what its wall time gained."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +21,6 @@ import torch
 import planner
 from planner import StageProfile
 from planner.app.profiling.stage_timing import build_stage, run_request
-from launcher.worker.main import resolve_factory
 
 MAX_THREADS = 4  # the most threads measured: beyond it onnxruntime and torch rarely gain
 # Stages whose native work is less than this share of their time, or than NATIVE_FLOOR_MS, are not
@@ -34,15 +32,6 @@ NATIVE_FLOOR_MS = 0.5
 def thread_counts(cpus: int) -> tuple[int, ...]:
     """The counts above one measured on a machine of `cpus` CPUs."""
     return tuple(range(2, min(MAX_THREADS, cpus) + 1))
-
-
-def takes_threads(stage: planner.PlannedStage) -> bool:
-    """Whether the stage's factory is told its threads (else only torch's pool is sized)."""
-    try:
-        params = inspect.signature(resolve_factory(stage.factory)).parameters
-    except (TypeError, ValueError):
-        return False
-    return "threads" in params
 
 
 def worth_measuring(p: StageProfile) -> bool:
