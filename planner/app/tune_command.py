@@ -101,7 +101,7 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         choice = choose(pipeline, profile, workloads(args), args.objective,
                         slo_p99_ms=args.slo_p99_ms, max_processes=args.max_processes,
-                        cores=args.cores)
+                        cores=args.cores, compute=not args.placements_only)
     except planner.TooManyPlacements as exc:
         raise TuneError(f"{exc}; tune enumerates every placement, so it needs fewer movable "
                         "stages (fuse some with fused_stages)") from None

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.flags import ISOLATE, command_line, flags
+from planner.flags import COPIES, ISOLATE, THREADS, command_line, flags
 from planner.tune.errors import TuneError
 
 if TYPE_CHECKING:
@@ -29,12 +29,14 @@ EXCLUDED_DECLARED = -1
 
 def bench_name(c: Candidate) -> str:
     """The candidate's flags as a bench placement name (letters, digits and `_.+:@-`): e.g.
-    `isolate:vocoder` for `--isolate-stage vocoder`, `pre@p2` for `--stage-process pre=p2`, several
+    `isolate:vocoder` for `--isolate-stage vocoder`, `pre@p2` for `--stage-process pre=p2`,
+    `threads:vocoder@2` and `copies:vocoder@2` for `--stage-threads` and `--process-copies`, several
     joined by `+`, so the bench's own report says which placement each row is."""
     parts = []
     for f in flags(c.requests):
         option, _, value = f.partition(" ")
-        parts.append(f"isolate:{value}" if option == ISOLATE else value.replace("=", "@"))
+        prefix = {ISOLATE: "isolate:", THREADS: "threads:", COPIES: "copies:"}.get(option, "")
+        parts.append(prefix + value.replace("=", "@"))
     name = re.sub(r"[^A-Za-z0-9_.+:@-]", "_", "+".join(parts)) or "declared"
     return name if name[0].isalnum() else f"p{name}"
 

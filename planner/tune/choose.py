@@ -8,10 +8,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from planner.placements import feasible_placements
+from planner.placements import FeasiblePlacement, feasible_placements
 from planner.pipeline import Pipeline
-from planner.plan import Plan, Request
+from planner.plan import ComputeRequest, Copies, Plan, Request, Threads
 from planner.flags import flags
+from planner.tune.compute_search import widen
 from planner.tune.model import Prediction, Workload
 from planner.tune.parallel import predict_many
 from planner.tune.profile import Profile
@@ -21,7 +22,8 @@ Objective = Literal["throughput", "latency", "ttfa"]
 
 @dataclass(frozen=True)
 class Candidate:
-    requests: tuple[Request, ...]  # from the declared topology; () is the declared topology
+    # from the declared topology (placement, then compute); () is the declared topology
+    requests: tuple[Request | ComputeRequest, ...]
     plan: Plan
     predicted: tuple[Prediction, ...]  # one per workload, in the order given
     memory_mib: float
@@ -39,6 +41,11 @@ class Candidate:
     def groups(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         return tuple((g.name, g.stages) for g in self.plan.groups)
 
+    @property
+    def compute(self) -> tuple[ComputeRequest, ...]:
+        """Its threads and copies requests (none: one thread per stage, one copy per group)."""
+        return tuple(r for r in self.requests if isinstance(r, (Threads, Copies)))
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -49,6 +56,7 @@ class Choice:
     declared: Candidate
     cores: int = 1  # of the machine predicted for
     slo_p99_ms: float | None = None
+    refused: int = 0  # compute steps the planner refused (`planner.tune.compute_search`)
 
     @property
     def best(self) -> Candidate | None:
@@ -82,16 +90,37 @@ def memory_mib(plan: Plan, profile: Profile) -> float:
     """Each process's own footprint plus what its stages' construction added."""
     per_stage = {s.name: s.rss_mib for s in profile.stages}
     return round(plan.process_count() * profile.process_rss_mib
-                 + sum(per_stage.get(s.name, 0.0) * max(1, s.tp_size) for s in plan.stages), 1)
+                 + sum(per_stage.get(s.name, 0.0) * max(1, s.tp_size) * plan.copies_of(s.name)
+                       for s in plan.stages), 1)
 
 
 def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...],
            objective: Objective = "throughput", slo_p99_ms: float | None = None,
            max_processes: int | None = None, max_memory_mib: float | None = None,
-           cores: int | None = None) -> Choice:
+           cores: int | None = None, compute: bool = False) -> Choice:
+    """Rank every accepted placement (one thread per stage, one copy per group) and, with
+    `compute`, the threads and copies `planner.tune.compute_search` steps to from the best
+    WIDENED_PLACEMENTS of them, each solved for the machine's CPUs."""
     candidates = []
     placements = feasible_placements(pipeline)
     predicted = predict_many([f.plan for f in placements], profile, workloads, cores)
+    machine_cores = cores or profile.cores
+    refused = 0
+    if compute:
+        def by_objective(preds: tuple[Prediction, ...]) -> float:
+            return objective_score(objective, [p.throughput_rps for p in preds],
+                                   [p.latency_p50_ms for p in preds],
+                                   [p.ttfa_p90_ms for p in preds])
+        top = sorted(range(len(placements)), key=lambda i: -by_objective(predicted[i]))
+        widened: list[FeasiblePlacement] = []
+        more: list[tuple[Prediction, ...]] = []
+        for i in top[:WIDENED_PLACEMENTS]:
+            found = widen(pipeline, placements[i], predicted[i], profile, workloads,
+                          by_objective, TIE, machine_cores, cores)
+            widened += [w.placement for w in found.tried]
+            more += [w.predicted for w in found.tried]
+            refused += found.refused
+        placements, predicted = placements + widened, predicted + more
     for f, preds in zip(placements, predicted):
         groups = [g.stages for g in f.plan.groups]
         # One request at a time, only stages of that request running at once can crowd.
@@ -111,14 +140,16 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
             excluded.append((c, reason))
         else:
             kept.append(c)
-    machine_cores = cores or profile.cores
     order = rank([score(c, objective) for c in kept], [c.processes for c in kept],
                  [not c.requests for c in kept], [c.crowding_ms for c in kept], machine_cores,
                  [c.name for c in kept])
     return Choice(workloads, objective, tuple(kept[i] for i in order), tuple(excluded), declared,
-                  machine_cores, slo_p99_ms)
+                  machine_cores, slo_p99_ms, refused)
 
 
+# The placements (best by the one-thread prediction first) that `choose(compute=True)` gives
+# threads and copies: each costs up to compute_search's bound in solves and predictions.
+WIDENED_PLACEMENTS = 3
 # Predictions closer than this are ties: the model does not resolve them. On this project's
 # 2-core machine the same placement measures up to 10% apart from run to run.
 TIE = 0.03
@@ -259,9 +290,18 @@ def why(choice: Choice) -> str:
                 f"the split adds{_tie_note(choice)}")
     gain = best.predicted[i].throughput_rps / max(base.predicted[i].throughput_rps, 1e-9)
     bres, bbusy = best.predicted[i].bottleneck
-    split = [f"{'+'.join(stages)}" for _, stages in best.groups]
+    changes = []
+    if len(best.compute) < len(best.requests):  # it moves stages too
+        split = [f"{'+'.join(stages)}" for _, stages in best.groups]
+        changes.append(f"running {' | '.join(split)} lets their work overlap")
+    for r in best.compute:
+        match r:
+            case Threads(stage=stage, count=n):
+                changes.append(f"{n} threads share {stage}'s native work out over cores")
+            case Copies(process=group, count=n):
+                changes.append(f"{n} copies of {group} serve requests side by side")
     return (f"`{best.name}` wins at {w.label}: the declared topology is bound by {res} "
-            f"({busy:.0%} busy); running {' | '.join(split)} lets their work overlap "
+            f"({busy:.0%} busy); {', '.join(changes)} "
             f"(x{gain:.2f} req/s), and the busiest resource of `{best.name}` is {bres} "
             f"({bbusy:.0%}){_tie_note(choice)}")
 

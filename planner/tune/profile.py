@@ -31,6 +31,10 @@ class StageProfile:
     be its chunks' even share, 1 / chunks). A stage that computes the whole request in one call
     and then hands its chunks on in a burst is near 1; one that streams as it computes, near
     1 / chunks.
+    `native_ms_by_threads`: the native part's wall time per request with the stage built for N
+    intra-op threads, keyed by N as a string ("1", "2", ...), measured alone (None, or a count
+    not in it: a thread more gains nothing). Only its ratios are used (`native_speedup`), so
+    the one-thread `native_ms` stays what the model charges for one thread.
     """
 
     name: str
@@ -43,6 +47,28 @@ class StageProfile:
     cuda_mib: float | None = None
     native_call_ms: float | None = None
     first_chunk_share: float | None = None
+    # not hashed (a dict); compared
+    native_ms_by_threads: dict[str, float] | None = field(default=None, hash=False)
+
+    def native_speedup(self, threads: int) -> float:
+        """The native part's wall time with `threads` intra-op threads over its time with one:
+        the measured count nearest below `threads` (a thread count not measured gains no more
+        than the one below it), never below 1 / threads (no stage does better than
+        share its work out evenly)."""
+        by = self.native_ms_by_threads
+        if threads <= 1 or not by:
+            return 1.0
+        one = by.get("1") or self.native_ms
+        counts = [int(k) for k in by if int(k) <= threads]
+        if not counts or one <= 0:
+            return 1.0
+        best = max(counts)
+        return max(by[str(best)] / one, 1.0 / threads) if best > 1 else 1.0
+
+    @property
+    def measured_threads(self) -> tuple[int, ...]:
+        """The thread counts above one that the profile measured this stage at."""
+        return tuple(sorted(int(k) for k in self.native_ms_by_threads or {} if int(k) > 1))
 
     @property
     def busy_ms(self) -> float:
@@ -164,8 +190,22 @@ def _fields(where: str, data: Any, optional: frozenset[str] = frozenset()) -> No
                 raise ValueError(f"{at} is {_kind(value)}, not a string")
         elif value is None and key in optional:
             continue
+        elif key == "native_ms_by_threads":
+            _by_threads(at, value)
         elif key not in ("stages", "handoff", "request_scale", "format"):
             _number(at, value, key in _POSITIVE)
+
+
+def _by_threads(where: str, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise TypeError(f"{where} is {_kind(value)}, not an object of thread counts")
+    for key, ms in value.items():
+        if not (isinstance(key, str) and key.isdigit() and 1 <= int(key) <= 4096):
+            raise ValueError(f"{where} has the key {key!r}; its keys are thread counts "
+                             "(\"1\", \"2\", ...)")
+        _number(f"{where}.{key}", ms)
 
 
 def _check(data: dict[str, Any]) -> None:

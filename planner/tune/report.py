@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from planner.plan import Assign, Isolate, Plan, Request
+from planner.plan import Assign, ComputeRequest, Isolate, Plan, Request
 from planner.flags import command_line, flags
 from planner.tune.choose import TIE, Candidate, Choice, score, tie_note
 
@@ -41,8 +41,10 @@ def verdict_line(choice: Choice, verdict: Verdict) -> str:
     return f"{lead}, within a tie: keep the pick"
 
 
-def persistent_overlay(plan: Plan, requests: tuple[Request, ...]) -> list[dict[str, Any]]:
-    """The `stages:` entries of a config overlay that makes this placement the declared one.
+def persistent_overlay(plan: Plan, requests: tuple[Request | ComputeRequest, ...]
+                       ) -> list[dict[str, Any]]:
+    """The `stages:` entries of a config overlay that makes this placement the declared one,
+    each stage's threads above one included (its groups' copies: `persistent_processes`).
 
     Recommended fractions apply only while a placement flag splits their handoff, so a persistent
     config declares them itself."""
@@ -58,6 +60,8 @@ def persistent_overlay(plan: Plan, requests: tuple[Request, ...]) -> list[dict[s
         entry: dict[str, Any] = {}
         if s.name in moved:
             entry["process"] = moved[s.name]
+        if s.threads > 1:
+            entry["threads"] = s.threads
         if s.fraction_source == "recommended":
             entry["runtime"] = {"resources": {"total_gpu_memory_fraction": s.fraction}}
         if entry:
@@ -65,17 +69,29 @@ def persistent_overlay(plan: Plan, requests: tuple[Request, ...]) -> list[dict[s
     return entries
 
 
-def overlay_yaml(model: str, variant: str, entries: list[dict[str, Any]]) -> str:
+def persistent_processes(plan: Plan) -> dict[str, dict[str, int]]:
+    """The `processes:` of a config overlay: each group run in more than one copy."""
+    return {g.name: {"copies": g.copies} for g in plan.groups if g.copies > 1}
+
+
+def overlay_yaml(model: str, variant: str, entries: list[dict[str, Any]],
+                 processes: dict[str, dict[str, int]] | None = None) -> str:
     lines = [f"model: {model}"] + ([f"variant: {variant}"] if variant != "default" else [])
-    lines.append("stages:")
+    if entries:  # copies alone change no stage
+        lines.append("stages:")
     for e in entries:
         parts = [f"name: {e['name']}"]
         if "process" in e:
             parts.append(f"process: {e['process']}")
+        if "threads" in e:
+            parts.append(f"threads: {e['threads']}")
         if "runtime" in e:
             v = e["runtime"]["resources"]["total_gpu_memory_fraction"]
             parts.append(f"runtime: {{resources: {{total_gpu_memory_fraction: {v:g}}}}}")
         lines.append(f"  - {{{', '.join(parts)}}}")
+    if processes:
+        lines.append("processes:")
+        lines += [f"  {name}: {{copies: {p['copies']}}}" for name, p in processes.items()]
     return "\n".join(lines)
 
 
@@ -96,7 +112,9 @@ def _workload_dict(w: Workload) -> dict[str, Any]:
 def candidate_dict(c: Candidate, measured: list[dict[str, Any]] | None) -> dict[str, Any]:
     return {
         "flags": list(flags(c.requests)),
-        "groups": [{"name": n, "stages": list(s)} for n, s in c.groups],
+        "groups": [{"name": g.name, "stages": list(g.stages), "copies": g.copies}
+                   for g in c.plan.groups],
+        "threads": {s.name: s.threads for s in c.plan.stages},
         "processes": c.processes,
         "memory_mib": c.memory_mib,
         # The last workload given (the heaviest, by convention) is the headline; all are listed.
@@ -133,8 +151,10 @@ def choice_dict(choice: Choice, profile: Profile, why: str,
             "overturned": verdict.overturned},
         "persist": None if best is None else {
             "flags": list(flags(best.requests)),
-            "overlay": {"model": profile.model, "stages": persistent_overlay(best.plan,
-                                                                             best.requests)}},
+            "overlay": {"model": profile.model,
+                        "stages": persistent_overlay(best.plan, best.requests),
+                        **({"processes": procs} if (procs := persistent_processes(best.plan))
+                           else {})}},
     }
 
 
@@ -240,7 +260,8 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
         entries = persistent_overlay(best.plan, best.requests)
         console.print(Text("run it: ", style="bold") + Text(" ".join(flags(best.requests))))
         console.print(Text("or make it persistent (--config FILE):", style="bold"))
-        console.print(overlay_yaml(profile.model, profile.variant, entries), markup=False,
+        console.print(overlay_yaml(profile.model, profile.variant, entries,
+                                   persistent_processes(best.plan)), markup=False,
                       highlight=False)
     elif best is not None:
         console.print(Text("keep the declared topology: no flag needed", style="bold"))

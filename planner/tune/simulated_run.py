@@ -5,6 +5,16 @@ across processes costs interpreter time on both sides, a copy of its bytes and a
 the serving process reads each request and encodes its audio; a streaming stage hands each chunk
 on as it makes it (in at most MAX_PIECES pieces). One client's run is put together from one
 request per size (the third shortcut, beside the simulator's two).
+
+Compute, as the plan places it: a stage of N intra-op threads splits each piece of its native work
+into N parts run at once (fork-join: its own thread runs one, re-taking the lock between calls as
+before; N - 1 pool threads, which never need the lock, run the others), each as long as the
+profile's native time at N threads (`StageProfile.native_speedup`), so the piece takes N cores
+for that long and ends when the last part does: on fewer free cores the parts take turns and a
+thread more gains nothing. A group of c copies runs c independent processes (a lock and a thread
+per stage each); a request is bound when it arrives to the copy of each group with the fewest
+requests in flight (ties to the lowest), for its whole life, as the launcher binds it. One thread
+and one copy simulate exactly as they did before either existed.
 """
 
 from __future__ import annotations
@@ -12,7 +22,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict, deque
 from collections.abc import Generator, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.plan import Plan
 from planner.tune.profile import Profile
@@ -41,6 +51,8 @@ class _Stage:
     succ: tuple[tuple[str, bool], ...]  # (successor, streaming)
     preds: int  # request-level inputs it waits for
     first: float | None  # share of its work before its first chunk (None: 1 / chunks)
+    threads: int = 1  # intra-op threads
+    speedup: float = 1.0  # its native work's wall time with `threads` over one thread's
 
 
 def _stages(plan: Plan, profile: Profile) -> dict[str, _Stage]:
@@ -55,8 +67,25 @@ def _stages(plan: Plan, profile: Profile) -> dict[str, _Stage]:
         unit = s.process if not s.is_tp else f"{s.name} (tp)"  # ranks run in lock step
         out[s.name] = _Stage(s.name, unit, tuple(s.gpus), p.gil_ms, p.native_ms, p.device_ms,
                              p.call_ms, max(p.chunks_out, 1.0), p.out_bytes, tuple(succ[s.name]),
-                             preds[s.name], p.first_chunk_share)
+                             preds[s.name], p.first_chunk_share, max(1, s.threads),
+                             p.native_speedup(s.threads))
     return out
+
+
+def _copy_key(name: str, k: int) -> str:
+    """The thread of stage `name` in copy `k` of its process."""
+    return f"{name} (copy {k})"
+
+
+class _Join:
+    """The parts of a piece of native work still running on pool threads, and the stage thread
+    parked until they end."""
+
+    __slots__ = ("left", "slot")
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+        self.slot: dict[int, Generator] = {}
 
 
 @dataclass
@@ -72,6 +101,19 @@ class SimulatedRun:
                  shortcuts: bool = True) -> None:
         self.p, self.w = profile, workload
         self.stages = _stages(plan, profile)
+        group_copies = {g.name: g.copies for g in plan.groups}
+        self.copies = {n: max(1, group_copies.get(s.process, 1)) for n, s in self.stages.items()}
+        # Each stage's thread in each copy of its process (one copy: the stage's own name).
+        self.units: dict[str, _Stage] = {}
+        for n, s in self.stages.items():
+            c = self.copies[n]
+            for k in range(c):
+                self.units[n if c == 1 else _copy_key(n, k)] = (
+                    s if c == 1 else replace(s, process=f"{s.process}.{k}"))
+        # A request's copy of each group of several: bound when it arrives, for its life.
+        self.in_flight = {s.process: [0] * self.copies[n] for n, s in self.stages.items()
+                          if self.copies[n] > 1}
+        self.bound: dict[int, dict[str, int]] = {}
         self.switch = max(profile.switch_interval_ms, 0.01)
         self.cores = Resource("cores", max(1, cores))
         self.sim = Simulator(self.cores, os_slice_ms(cores), self.switch, shortcuts)
@@ -81,14 +123,16 @@ class SimulatedRun:
         self.gil: dict[str, Resource] = {}
         self.gpu: dict[int, Resource] = {}
         on_device = profile.device == "cuda"
-        for s in self.stages.values():
+        for s in self.units.values():
             self.gil.setdefault(s.process, Resource(f"interpreter lock of {s.process}", 1, wake))
             if on_device:
                 for g in s.gpus:
                     self.gpu.setdefault(g, Resource(f"GPU {g}"))
         self.gil[FRONTEND] = Resource(f"interpreter lock of the {FRONTEND}", 1, wake)
         self.gil[CLIENT] = Resource(f"interpreter lock of the {CLIENT}", 1, wake)
-        self.inbox: dict[str, deque[_Item]] = {n: deque() for n in self.stages}
+        # Intra-op pool threads run native code only: they never take an interpreter lock.
+        self.pool = Resource("intra-op pool", 1, 0.0)
+        self.inbox: dict[str, deque[_Item]] = {n: deque() for n in self.units}
         self.parked: dict[str, Generator] = {}
         # Chunks a plain (not streaming) edge holds until the request's last one: the launcher
         # hands such an edge the complete output, every chunk at once (launcher.worker.stages).
@@ -106,7 +150,7 @@ class SimulatedRun:
         self.rng = random.Random(workload.seed)
         self.scale: dict[int, float] = {}
         self.streams = any(st for s in self.stages.values() for _, st in s.succ)
-        for n in self.stages:
+        for n in self.units:
             self._thread(n)
 
     # -- threads ----------------------------------------------------------------------------------
@@ -114,8 +158,11 @@ class SimulatedRun:
         self.sim.step(self._stage_loop(name))
 
     def _work(self, proc: str, gil: float, native: float, device: float,
-              gpus: Iterable[Resource] = (), call: float = float("inf")) -> Generator:
-        if gil > EPS or native > 0:
+              gpus: Iterable[Resource] = (), call: float = float("inf"), threads: int = 1,
+              speedup: float = 1.0) -> Generator:
+        if threads > 1 and native > 0:
+            yield from self._forked(proc, gil, native, call, threads, speedup)
+        elif gil > EPS or native > 0:
             lock = self.gil[proc]
             then = NativeWork(lock, native, call) if native > 0 else None
             yield ("cpu", PythonWork(lock, gil, then))
@@ -127,14 +174,43 @@ class SimulatedRun:
             for g in reversed(held):
                 yield ("put", g)
 
-    def _stage_loop(self, name: str) -> Generator:
-        s = self.stages[name]
+    def _forked(self, proc: str, gil: float, native: float, call: float, threads: int,
+                speedup: float) -> Generator:
+        """`native` ms of one thread's work on `threads` threads: its Python, then the native
+        work in `threads` parts at once, each `native * speedup` long (this thread's part in calls
+        `speedup` times shorter: as many re-takes of the lock), ending with the last part."""
+        lock = self.gil[proc]
+        if gil > EPS:
+            yield ("cpu", PythonWork(lock, gil, None))
+        each = native * speedup
+        join = _Join(threads - 1)
+        for _ in range(threads - 1):
+            self.sim.at(0.0, self.sim.step, self._pool_part(each, join))
+        yield ("cpu", PythonWork(lock, 0.0, NativeWork(lock, each, call * speedup)))
+        if join.left:
+            yield ("park", (join.slot, 0))
+
+    def _pool_part(self, ms: float, join: _Join) -> Generator:
+        yield ("cpu", PythonWork(self.pool, 0.0, NativeWork(self.pool, ms, float("inf"))))
+        join.left -= 1
+        if not join.left and join.slot:
+            self.sim.at(0.0, self.sim.step, join.slot.pop(0))
+
+    def _key(self, name: str, r: int) -> str:
+        """The thread of stage `name` that request `r` is bound to."""
+        if self.copies[name] == 1:
+            return name
+        return _copy_key(name, self.bound[r][self.stages[name].process])
+
+    def _stage_loop(self, key: str) -> Generator:
+        s = self.units[key]
+        name = s.name
         gpus = [self.gpu[g] for g in s.gpus if g in self.gpu]
-        box = self.inbox[name]
+        box = self.inbox[key]
         streaming = any(st for _, st in s.succ)
         while True:
             while not box:
-                yield ("park", (self.parked, name))
+                yield ("park", (self.parked, key))
             item = box.popleft()
             t0 = self.sim.now
             whole_pieces = item.whole and streaming and s.chunks_out > 1
@@ -151,15 +227,16 @@ class SimulatedRun:
                 # first chunk.
                 first = work if ahead is None else work * chunk / frac
                 yield from self._work(s.process, s.gil * first + (item.recv_gil if k == 0 else 0),
-                                      s.native * first, s.device * first, gpus, s.call)
+                                      s.native * first, s.device * first, gpus, s.call,
+                                      s.threads, s.speedup)
                 if ahead is not None:
                     yield from self._emit(s, name, item, ahead, whole_pieces, False)
                     rest = work - first
                     yield from self._work(s.process, s.gil * rest, s.native * rest,
-                                          s.device * rest, gpus, s.call)
+                                          s.device * rest, gpus, s.call, s.threads, s.speedup)
                 ahead = share
             yield from self._emit(s, name, item, ahead, whole_pieces, True)
-            self.thread_busy[name] += self.sim.now - t0
+            self.thread_busy[key] += self.sim.now - t0
 
     def _emit(self, s: _Stage, name: str, item: _Item, share: float, whole_pieces: bool,
               last: bool) -> Generator:
@@ -191,8 +268,7 @@ class SimulatedRun:
         return held
 
     def _handoff(self, s: _Stage, target: str, item: _Item, nbytes: float) -> Generator:
-        t = self.stages[target]
-        if t.process == s.process:
+        if self.stages[target].process == self.stages[s.name].process:  # the same copy of it
             self._deliver(target, item)
             return
         h = self.p.handoff
@@ -202,14 +278,15 @@ class SimulatedRun:
 
     def _deliver(self, name: str, item: _Item) -> None:
         s = self.stages[name]
+        unit = self._key(name, item.request)
         if item.whole and s.preds > 1:
             key = (name, item.request)
             self.joins[key] += 1
             if self.joins[key] < s.preds:
                 return
             del self.joins[key]
-        self.inbox[name].append(item)
-        gen = self.parked.pop(name, None)
+        self.inbox[unit].append(item)
+        gen = self.parked.pop(unit, None)
         if gen is not None:
             self.sim.at(0.0, self.sim.step, gen)
 
@@ -222,6 +299,12 @@ class SimulatedRun:
         self.started[r] = self.sim.now
         self.left[r] = float(len(self.terminal))
         self.scale[r] = self.rng.choice(self.p.request_scale) if scale is None else scale
+        if self.in_flight:
+            bound = self.bound[r] = {}
+            for group, load in self.in_flight.items():
+                k = min(range(len(load)), key=lambda i: (load[i], i))
+                load[k] += 1
+                bound[group] = k
         self.sim.step(self._frontend_in(r))
 
     def _frontend_in(self, r: int) -> Generator:
@@ -245,6 +328,8 @@ class SimulatedRun:
         yield from self._work(FRONTEND, h.fixed_ms + self.p.frontend_ms / 2, 0.0, 0.0)
         yield from self._work(CLIENT, self.p.client_ms / 2, 0.0, 0.0)
         self.done[r] = self.sim.now
+        for group, k in self.bound.get(r, {}).items():
+            self.in_flight[group][k] -= 1
         self.sim.halted = len(self.done) >= self.total
         if self.w.concurrency is not None:
             self._submit()

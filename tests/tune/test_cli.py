@@ -2,6 +2,7 @@
 of another model is a one-paragraph error; JSON carries what scripts need."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -29,7 +30,10 @@ def test_tune_with_a_profile_ranks_every_accepted_placement(qwen3_profile, tmp_p
     data = json.loads(out.stdout)
     assert data["best"] == 0 and data["model"] == "qwen3-tts"
     flags = [c["flags"] for c in data["candidates"]]
-    assert sorted(map(tuple, flags)) == [(), ("--isolate-stage vocoder",)]
+    # every placement, and copies of the busiest process (the profile measured no extra threads)
+    placements = [f for f in flags if not any(w.startswith("--process-copies") for w in f)]
+    assert sorted(map(tuple, placements)) == [(), ("--isolate-stage vocoder",)]
+    assert len(flags) > len(placements)
     best = data["candidates"][0]
     assert set(best["predicted"]) >= {"throughput_rps", "latency_p50_ms", "latency_p99_ms",
                                       "ttfa_p90_ms"}
@@ -39,8 +43,18 @@ def test_tune_with_a_profile_ranks_every_accepted_placement(qwen3_profile, tmp_p
     assert json.loads((tmp_path / "o" / "tune.json").read_text()) == data
     if best["flags"]:  # the overlay that makes it persistent solves to the same groups
         import planner
-        again = planner.solve(config=data["persist"]["overlay"])
-        assert [g.name for g in again.plan.groups] == [g["name"] for g in best["groups"]]
+        again = planner.solve(config=data["persist"]["overlay"], cpus=2)
+        assert [(g.name, g.copies) for g in again.plan.groups] == [
+            (g["name"], g["copies"]) for g in best["groups"]]
+
+
+@pytest.mark.usefixtures("cli_mode")
+def test_tune_placements_only_ranks_placements_alone(qwen3_profile, tmp_path):
+    out = run("qwen3-tts", "--profile", str(qwen3_profile), "--concurrency", "4",
+              "--placements-only", "--format", "json", "--output", str(tmp_path / "o"))
+    assert out.returncode == 0, out.stderr
+    flags = [tuple(c["flags"]) for c in json.loads(out.stdout)["candidates"]]
+    assert sorted(flags) == [(), ("--isolate-stage vocoder",)]
 
 
 @pytest.mark.usefixtures("cli_mode")
@@ -101,3 +115,9 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
     # The hashing stage's calls were timed beside a busy thread (their size depends on the machine).
     assert nat.native_call_ms is not None and nat.native_call_ms > 0
     assert prof.switch_interval_ms == pytest.approx(sys.getswitchinterval() * 1000)
+    # Each stage with native work was timed at more threads; a single-threaded hash gains little
+    # from a second one (a stage of pure Python or device time is not timed at all).
+    if len(os.sched_getaffinity(0)) >= 2:
+        by = nat.native_ms_by_threads
+        assert by is not None and set(by) >= {"1", "2"} and by["2"] > 0.6 * by["1"], by
+        assert py.native_ms_by_threads is None and dev.native_ms_by_threads is None

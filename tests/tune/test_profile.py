@@ -56,3 +56,48 @@ def test_the_share_before_the_first_chunk_is_saved_and_read_and_older_profiles_l
     with pytest.raises(ValueError, match=r"stages\[0\]\.first_chunk_share is 1\.5; it is a "
                                          r"fraction"):
         Profile.load(path)
+
+
+def test_native_time_by_threads_is_saved_and_read_and_older_profiles_lack_it(tmp_path):
+    stage = StageProfile("a", 1.0, 8.0, 0.0, native_ms_by_threads={"1": 8.0, "2": 5.0})
+    prof = Profile(model="m", variant="default", cores=4, cpu_model="t", stages=(stage,))
+    path = tmp_path / "profile.json"
+    prof.save(path)
+    assert Profile.load(path) == prof
+    data = json.loads(path.read_text())
+    del data["stages"][0]["native_ms_by_threads"]  # as planners before it wrote it
+    path.write_text(json.dumps(data))
+    old = Profile.load(path).stage("a")
+    assert old.native_ms_by_threads is None and old.native_speedup(2) == 1.0
+
+
+def test_a_thread_count_not_measured_gains_what_the_one_below_it_did():
+    stage = StageProfile("a", 1.0, 8.0, 0.0, native_ms_by_threads={"1": 8.0, "2": 5.0})
+    assert stage.native_speedup(1) == 1.0
+    assert stage.native_speedup(2) == pytest.approx(5.0 / 8.0)
+    assert stage.native_speedup(4) == pytest.approx(5.0 / 8.0)
+    assert stage.measured_threads == (2,)
+    # a measured gain past an even split is noise: no stage beats dividing its work evenly
+    fast = StageProfile("a", 1.0, 8.0, 0.0, native_ms_by_threads={"1": 8.0, "2": 1.0})
+    assert fast.native_speedup(2) == 0.5
+
+
+@pytest.mark.parametrize("by_threads", [{"two": 1.0}, {"0": 1.0}, {"2": -1.0}, [1.0, 2.0]])
+def test_a_malformed_native_time_by_threads_is_named(tmp_path, by_threads):
+    data = Profile(model="m", variant="default", cores=2, cpu_model="t",
+                   stages=(StageProfile("a", 1.0, 2.0, 0.0),)).to_dict()
+    data["stages"][0]["native_ms_by_threads"] = by_threads
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"stages\[0\]\.native_ms_by_threads"):
+        Profile.load(path)
+
+
+def test_the_profiler_takes_what_the_wall_time_gained_off_the_native_part():
+    from planner.app.profiling.thread_scaling import native_by_threads, thread_counts
+
+    # 10 ms per request, 8 of them native: 2 threads took 6 ms (4 off the native part), 3 took
+    # 6.5 (slower than 2: kept at 2's), 4 took 1 (past an even split of the native part: 2 ms)
+    got = native_by_threads(10.0, 8.0, {1: 10.0, 2: 6.0, 3: 6.5, 4: 1.0})
+    assert got == {"1": 8.0, "2": 4.0, "3": 4.0, "4": 2.0}
+    assert thread_counts(1) == () and thread_counts(2) == (2,) and thread_counts(64) == (2, 3, 4)

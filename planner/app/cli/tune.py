@@ -13,8 +13,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "tune", help="recommend the placement for a workload from a measured profile",
         description="Profile the declared pipeline's stages on this machine (or read --profile), "
-                    "predict every placement the planner accepts under the workload, and rank "
-                    "them; --verify K serves the top K and the declared topology to compare.")
+                    "predict every placement the planner accepts under the workload (and, for the "
+                    "best, more threads and copies), and rank them; --verify K serves the top K and the declared topology to compare.")
     add_model_args(p, positional=True)
     p.add_argument("--concurrency", type=positive(int, MAX_CONCURRENCY), action="append",
                    metavar="C", help="closed-loop clients (repeatable; default 1 and 4)")
@@ -30,6 +30,10 @@ def add_parser(sub) -> None:
                    help="requests per profiling pass (default 12)")
     p.add_argument("--cores", type=positive(int), metavar="N",
                    help="predict for a machine with N cores (default: the profiled machine's)")
+    p.add_argument("--placements-only", action="store_true",
+                   help="rank placements alone, one thread per stage and one copy per group "
+                        "(default: also give the best placements' busiest stages more threads "
+                        "and their processes more copies, within the machine's CPUs)")
     p.add_argument("--verify", type=positive(int), metavar="K",
                    help="serve the top K and the declared topology under the same load")
     p.add_argument("--requests", type=positive(int), default=96, metavar="N",

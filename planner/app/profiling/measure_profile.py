@@ -20,6 +20,7 @@ from planner.app.bench.machine import cpu_model
 from planner.app.bench.texts import request_texts, warmup_texts
 from planner.app.profiling.crossing_costs import front_door, served_stage_ms
 from planner.app.profiling.lock_sampling import LockProbe, Spinner
+from planner.app.profiling.thread_scaling import measure_threads
 from planner.app.profiling.stage_timing import (
     build_stage,
     core_wait_share,
@@ -29,6 +30,7 @@ from planner.app.profiling.stage_timing import (
 from launcher.control.metrics import rss_bytes
 
 TEXT_CHARS = 100  # the bench's default request length
+THREAD_REQUESTS = 4  # requests timed per stage and thread count (each count builds it again)
 
 
 def _rss_mib() -> float:
@@ -101,6 +103,8 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
             rss_mib=round(rss[s.name], 1),
             native_call_ms=round(call, 4) if call is not None else None,
             first_chunk_share=first_chunk_share(extra, s.name)))
+    out = measure_threads(plan, stages, out, device, factory_defaults or {},
+                          texts[:THREAD_REQUESTS], len(os.sched_getaffinity(0)), progress)
     progress("measuring the HTTP front door")
     audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
     frontend_ms, client_ms, handoff = front_door(audio_ms)

@@ -37,9 +37,10 @@ def build_stage(stage: planner.PlannedStage, device: str, defaults: Mapping[str,
              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     offered = {**defaults, "device": device, "stage_name": stage.name,
                "process_name": stage.process or stage.name,
-               "total_gpu_memory_fraction": stage.fraction}
+               "total_gpu_memory_fraction": stage.fraction, "threads": stage.threads}
     for key, value in offered.items():
-        if key not in kwargs and key in named:
+        # the planned threads win over a config's, as in a worker (`launcher.worker.main`)
+        if key in named and (key not in kwargs or key == "threads"):
             kwargs[key] = value
     return factory(**kwargs)
 

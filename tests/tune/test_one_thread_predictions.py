@@ -1,0 +1,44 @@
+"""Threads and copies leave the model's one-thread, one-copy predictions where they were: every
+placement of four saved answers' pipelines, predicted from their saved profiles, gives exactly
+the figures the model gave before threads and copies were simulated (the reference was written by
+that version: `python tests/tune/test_one_thread_predictions.py` with it on the path)."""
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = Path(__file__).with_name("data") / "one_thread_predictions.json"
+ANSWERS = ("2026-11-30/3-default/lock-bound.json", "2026-11-30/3-default/streaming.json",
+           "2026-11-30/3-default/native-device.json", "2026-11-30/5-one-core/qwen3-tts.json")
+LOADS = (1, 4)
+
+
+def predictions() -> dict[str, list]:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from tune_replay import pipeline_for
+
+    from planner.placements import feasible_placements
+    from planner.tune.model import Workload, predict
+    from planner.tune.profile import Profile
+
+    out = {}
+    for name in ANSWERS:
+        saved = ROOT / "benchmarks" / "tune_runs" / name
+        answer = json.loads(saved.read_text())
+        pipeline = pipeline_for(answer["model"], Path(tempfile.mkdtemp()), saved)
+        profile = Profile.from_dict(answer["profile"])
+        out[name] = [[[list(g.stages) for g in f.plan.groups], c,
+                      list(predict(f.plan, profile, Workload(concurrency=c)).__dict__.values())]
+                     for f in feasible_placements(pipeline) for c in LOADS]
+    return out
+
+
+def test_one_thread_one_copy_plans_predict_as_before_threads_and_copies():
+    # through JSON, as the reference was: tuples become lists, floats round-trip exactly
+    assert json.loads(json.dumps(predictions())) == json.loads(REFERENCE.read_text())
+
+
+if __name__ == "__main__":
+    REFERENCE.write_text(json.dumps(predictions(), indent=1) + "\n", encoding="utf-8")
