@@ -1,8 +1,9 @@
 """onnxruntime sessions as the planner expects a stage thread to behave.
 
-One intra-op thread that does not spin-wait: the tune model gives each stage thread one core,
-and onnxruntime's default (a thread per core, spinning between ops) would take cores it does
-not account for. On CUDA, onnxruntime's allocator is its own (torch's per-process memory
+As many intra-op threads as the plan gives the stage (`threads`), none spin-waiting: the plan
+counts a stage's threads against the CPUs, and onnxruntime's default (a thread per core,
+spinning between ops) would take cores nobody planned (spinning also measured slower here: three
+sessions' pools spin against each other). On CUDA, onnxruntime's allocator is its own (torch's per-process memory
 fraction does not cap it), so the stage's memory fraction becomes the CUDA provider's
 `gpu_mem_limit`.
 """
@@ -56,5 +57,9 @@ def session(model: bytes, device: str = "cpu", fraction: float | None = None,
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    # No memory pattern: it keeps a planned block per input shape seen, and sentences come in
+    # every length; the arena alone serves them. Measured on the twelve bench sentences in one
+    # process: about 235 MiB less resident, time within noise (docs/performance.md, Memory).
+    opts.enable_mem_pattern = False
     opts.log_severity_level = 3  # the cut graphs' unused-initializer warnings are expected
     return ort.InferenceSession(model, sess_options=opts, providers=providers(device, fraction))

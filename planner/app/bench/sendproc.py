@@ -11,7 +11,7 @@ returned, and passes the connected socket to the parent (SCM_RIGHTS), whose even
 response as before.
 
 The stamp is comparable across the two processes: `time.perf_counter` is CLOCK_MONOTONIC on
-Linux, one clock for the whole machine (`tests/app/bench/test_sendproc.py` checks it).
+Linux, one clock for the whole machine (`tests/planner/app/bench/test_sendproc.py` checks it).
 
 The wire: a SOCK_SEQPACKET socketpair, one pickled tuple per message, at most one descriptor
 riding along.

@@ -10,7 +10,7 @@ from planner.tune.model import Workload, predict
 from planner.tune.parallel import predict_many
 from planner.tune.profile import HandoffCost, Profile, StageProfile
 
-from tests.tune.test_model import chain
+from tests.planner.tune.test_model import chain
 
 
 def _profile() -> Profile:

@@ -8,7 +8,7 @@ from planner.plan import Copies, Threads
 from planner.tune.model import Workload, predict
 from planner.tune.profile import HandoffCost, Profile, StageProfile
 from planner.tune.simulated_run import SimulatedRun
-from tests.tune.test_model import chain
+from tests.planner.tune.test_model import chain
 
 QUIET = HandoffCost(0.0, 1e6, 0.0)  # no handoff costs: the stage alone sets the figures
 

@@ -19,7 +19,7 @@ def test_the_higher_prediction_wins_when_the_model_can_tell_them_apart():
 
 def test_a_tie_nothing_tells_apart_stays_in_predicted_order():
     # No rule settles it (fewer processes cost 20% on issue 26's pipeline): the higher prediction
-    # first, and the output says it is a tie (tests/tune/test_output.py)
+    # first, and the output says it is a tie (tests/planner/tune/test_output.py)
     almost = 100.0 * (1 - TIE / 2)
     assert ranked([almost, 100.0], processes=[1, 2], declared=[True, False]) == [1, 0]
     assert ranked([100.0, almost], processes=[3, 1], declared=[False, True]) == [0, 1]

@@ -1,14 +1,14 @@
 """Threads and copies leave the model's one-thread, one-copy predictions where they were: every
 placement of four saved answers' pipelines, predicted from their saved profiles, gives exactly
 the figures the model gave before threads and copies were simulated (the reference was written by
-that version: `python tests/tune/test_one_thread_predictions.py` with it on the path)."""
+that version: `python tests/planner/tune/test_one_thread_predictions.py` with it on the path)."""
 
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = Path(__file__).with_name("data") / "one_thread_predictions.json"
 ANSWERS = ("2026-11-30/3-default/lock-bound.json", "2026-11-30/3-default/streaming.json",
            "2026-11-30/3-default/native-device.json", "2026-11-30/5-one-core/qwen3-tts.json")

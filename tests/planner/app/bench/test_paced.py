@@ -1,5 +1,5 @@
 """`planner bench` end to end on paced stand-in stages whose timings are known
-(tests/app/bench/factories.py): time to first audio, latency, audio duration, real-time factor,
+(tests/planner/app/bench/factories.py): time to first audio, latency, audio duration, real-time factor,
 stream continuity and goodput come out as the stages dictate; a pipeline whose every request
 fails exits 1 naming the first error."""
 
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from planner.app.cli import main
-from tests.app.bench.factories import paced_config
+from tests.planner.app.bench.factories import paced_config
 from tests.launcher.conftest import leftovers
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from planner.tune.report import choice_dict, render_choice
 from planner.tune.choose import TIE, choose
 from planner.tune.model import Workload
 from planner.tune.verify import verdict
-from tests.tune.test_model import chain, profile
+from tests.planner.tune.test_model import chain, profile
 
 
 def a_choice():
@@ -118,7 +118,7 @@ def test_verify_reports_every_placement_it_serves(tmp_path):
     import json
 
     from planner.app.tune_verify import bench_command, read_results, to_serve
-    from tests.tune.test_model import chain, profile
+    from tests.planner.tune.test_model import chain, profile
 
     # at C=1 the declared topology is predicted best: --verify 1 must serve it alone, not fall
     # back to bench's default comparison (every isolation) and report only one of them
@@ -142,7 +142,7 @@ def test_verify_reports_every_placement_it_serves(tmp_path):
 
 
 def test_a_pick_served_alone_is_not_said_to_have_beaten_anything():
-    from tests.tune.test_model import chain, profile
+    from tests.planner.tune.test_model import chain, profile
 
     pl = chain("a", "b", "c")
     prof = profile({"a": (2.0, 0.0, 0.0), "b": (6.0, 0.0, 0.0), "c": (3.0, 0.0, 0.0)}, cores=2)
@@ -158,7 +158,7 @@ def test_the_declared_topology_served_while_excluded_is_reported(tmp_path):
     import json
 
     from planner.app.tune_verify import bench_command, read_results, to_serve
-    from tests.tune.test_model import chain, profile
+    from tests.planner.tune.test_model import chain, profile
 
     # an SLO the declared topology misses leaves it out of the ranking, yet bench serves it as
     # its baseline

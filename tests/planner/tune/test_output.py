@@ -14,7 +14,7 @@ from planner.tune.report import render_choice
 from planner.tune.choose import TIE, choose, score, tie_note, why
 from planner.tune.model import Workload
 from planner.app.tune_verify import bench_name
-from tests.tune.test_model import chain, profile
+from tests.planner.tune.test_model import chain, profile
 
 
 def four():
@@ -67,7 +67,7 @@ def test_a_tie_is_said_as_a_tie_with_how_it_was_picked_and_verify_to_settle_it()
 
 
 def test_why_names_the_placement_it_speaks_of():
-    from tests.tune.test_model import HandoffCost
+    from tests.planner.tune.test_model import HandoffCost
 
     pl, prof = four()
     # and a tie settled by the company of the busiest stage (torch-like stages, test_model.py)

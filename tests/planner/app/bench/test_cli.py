@@ -86,7 +86,7 @@ def test_every_request_failing_exits_1_with_the_first_error(tmp_path, capsys, mo
     """Nothing is served: the runner is replaced by one whose every request failed."""
     from planner.app.bench import command
     from planner.app.bench.load_shapes import Open
-    from tests.app.bench import synthetic as S
+    from tests.planner.app.bench import synthetic as S
 
     def failed_runs(settings, placements, progress):
         bench = S.all_failed(Open(2.0))

@@ -46,8 +46,8 @@ def failing_engine(*, message: str = "weights file not found"):
 def paced_config(first_s: float, chunks: int, chunk_s: float, first_audio_s: float,
                  audio_s: float, *, failing: bool = False) -> dict:
     """A complete one-process pipeline of the paced stages, as a bench --config file holds it."""
-    engine = ({"factory": "tests.app.bench.factories:failing_engine"} if failing else
-              {"factory": "tests.app.bench.factories:paced_engine",
+    engine = ({"factory": "tests.planner.app.bench.factories:failing_engine"} if failing else
+              {"factory": "tests.planner.app.bench.factories:paced_engine",
                "args": {"first_s": first_s, "chunks": chunks}})
     return {
         "name": "paced-tts",
@@ -55,7 +55,7 @@ def paced_config(first_s: float, chunks: int, chunk_s: float, first_audio_s: flo
             {"name": "engine", "process": "pipeline", "next": "vocoder",
              "stream_to": ["vocoder"], **engine},
             {"name": "vocoder", "process": "pipeline", "terminal": True,
-             "factory": "tests.app.bench.factories:paced_vocoder",
+             "factory": "tests.planner.app.bench.factories:paced_vocoder",
              "args": {"chunk_s": chunk_s, "first_audio_s": first_audio_s, "audio_s": audio_s}},
         ],
     }

@@ -9,7 +9,7 @@ from planner.tune.choose import WIDENED_PLACEMENTS, choose
 from planner.tune.model import Workload
 from planner.tune.profile import Profile, StageProfile
 from planner.tune.report import choice_dict, overlay_yaml, persistent_overlay, persistent_processes
-from tests.tune.test_model import chain
+from tests.planner.tune.test_model import chain
 
 LOAD = Workload(concurrency=4, requests=60, warmup=8)
 

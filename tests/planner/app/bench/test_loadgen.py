@@ -19,7 +19,7 @@ from planner.app.bench import load_results, load_shapes, loadgen
 from planner.app.bench.load_results import Playback, Sample, Slo
 from planner.app.bench.load_shapes import Closed, Load, Open, arrival_times
 from planner.app.bench.loadgen import run_load
-from tests.app.bench.stub_server import Reply, StubServer
+from tests.planner.app.bench.stub_server import Reply, StubServer
 
 RATE = 24_000
 EDGE_S = 0.01  # the client stamps a request sent once its write returned: a few ms late

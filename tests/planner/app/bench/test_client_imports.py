@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = str(Path(__file__).resolve().parents[4])  # the repository
 
 PROBE = """
 import importlib, pkgutil, sys

@@ -21,7 +21,7 @@ from planner.app.bench import report as R
 from planner.app.bench.load_results import Slo
 from planner.app.bench.load_shapes import Open
 from planner.app.bench.machine import environment
-from tests.app.bench import synthetic as S
+from tests.planner.app.bench import synthetic as S
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

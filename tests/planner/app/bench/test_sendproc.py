@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 import socket
 import subprocess
 import sys
@@ -17,10 +18,10 @@ import time
 from planner.app.bench.arrivals import Sent, Unsent
 from planner.app.bench.http1 import Endpoint, Response, speech_request
 from planner.app.bench.sendproc import SenderProcess
-from tests.app.bench.stub_server import Reply, StubServer
+from tests.planner.app.bench.stub_server import Reply, StubServer
 from tests.waiting import wait_until
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = str(Path(__file__).resolve().parents[4])  # the repository
 
 
 def exited(pid: int, within_s: float) -> bool:
