@@ -76,7 +76,10 @@ class Acoustic:
         if context_frames < 0:
             raise ValueError(f"context_frames must be at least 0, not {context_frames}")
         self.encoder = session(V.cut(voice, "encoder"), device, fraction, threads)
-        self.flow = session(V.cut(voice, "flow"), device, fraction, threads)
+        # The flow keeps one intra-op thread: with two, its z changed in the last bits for 2 of 13
+        # sentences (the encoder and the vocoder's decoder gave the same bits on 1 and 2, 13 of
+        # 13), and a plan's threads may change how fast a stage runs, never its audio.
+        self.flow = session(V.cut(voice, "flow"), device, fraction, 1)
         self.seed = seed
         self.noise_scale, self.length_scale, self.noise_w = noise_scale, length_scale, noise_w
         self.context_frames = context_frames

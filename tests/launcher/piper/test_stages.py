@@ -126,6 +126,20 @@ def test_streamed_audio_equals_the_one_shot_decode_within_float_rounding(stages,
 
 @needs.speech
 @needs.espeak
+def test_two_intra_op_threads_give_the_same_bits_as_one(stages, frontend):
+    """A plan's threads change how fast a stage runs, never its audio (whole or streamed)."""
+    from launcher import piper
+
+    two = piper.acoustic(threads=2), piper.vocoder(threads=2)
+    for stream in (False, True):
+        payload = {**frontend({"text": TEXT, "voice": None}), "stream": stream}
+        audio = [np.concatenate([v(piece)["audio"] for piece in a(payload)]) for a, v in
+                 (stages, two)]
+        assert np.array_equal(*audio), stream
+
+
+@needs.speech
+@needs.espeak
 def test_a_whole_response_gets_each_sentence_in_one_piece_without_context(stages, frontend):
     acoustic, vocoder = stages
     payload = {**frontend({"text": TEXT, "voice": None}), "stream": False}
