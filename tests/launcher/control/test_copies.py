@@ -8,6 +8,8 @@ import threading
 from dataclasses import replace
 
 import pytest
+
+from tests.launcher.fake_clock import Clock
 import torch
 
 from launcher.backends.ray_bundles import replica_bundles
@@ -189,14 +191,6 @@ def test_a_handoff_to_a_dead_copy_is_undeliverable_naming_that_copy():
 
 
 # -- the supervisor: binding, death, restart ------------------------------------------------------
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 @pytest.fixture
 def deployment():

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.launcher.fake_clock import Clock
+
 from launcher.control.restart import RestartPolicy
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
 def clock():
-    return Clock()
+    return Clock(1000.0)
 
 
 def test_backoff_doubles_from_half_a_second_and_is_capped(clock):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 
 import pytest
+
+from tests.launcher.fake_clock import Clock
 import torch
 
 import planner
@@ -21,14 +23,6 @@ from tests.launcher.fake_backend import FakeBackend
 from tests.waiting import wait_until
 
 BOUND_S = 30.0  # generous: these wait for the supervisor's thread, never for time to pass
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
