@@ -5,8 +5,17 @@ import json
 
 import pytest
 
-from planner.app.profiling.lock_sampling import Spinner
 from planner.tune.profile import DEFAULT_NATIVE_CALL_MS, Profile, StageProfile
+
+
+def profiler():
+    """The measuring half (`planner.app.profiling`), which runs stages with torch: with only the
+    core installed, the tests of it skip."""
+    pytest.importorskip("torch", reason="planner.app.profiling needs the serve extra (torch)")
+    import planner.app.profiling.lock_sampling
+    import planner.app.profiling.thread_scaling
+
+    return planner.app.profiling
 
 
 def test_a_profile_without_native_call_sizes_reads_with_the_defaults(tmp_path):
@@ -35,6 +44,7 @@ def test_a_profile_without_native_call_sizes_reads_with_the_defaults(tmp_path):
 ])
 def test_the_call_size_is_native_time_over_the_waits_beside_a_busy_thread(
         alone, contended, gil, native, expected):
+    Spinner = profiler().lock_sampling.Spinner
     assert Spinner.INTERVAL == 0.0005  # the rows are worked out for a 0.5 ms interval
     got = Spinner.call_ms(alone, contended, gil, native)
     assert got == (pytest.approx(expected) if expected is not None else None)
@@ -94,7 +104,8 @@ def test_a_malformed_native_time_by_threads_is_named(tmp_path, by_threads):
 
 
 def test_the_profiler_takes_what_the_wall_time_gained_off_the_native_part():
-    from planner.app.profiling.thread_scaling import native_by_threads, thread_counts
+    thread_scaling = profiler().thread_scaling
+    native_by_threads, thread_counts = thread_scaling.native_by_threads, thread_scaling.thread_counts
 
     # 10 ms per request, 8 of them native: 2 threads took 6 ms (4 off the native part), 3 took
     # 6.5 (slower than 2: kept at 2's), 4 took 1 (past an even split of the native part: 2 ms)

@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 import planner
+pytest.importorskip("torch", reason="planner.app.profiling needs the serve extra (torch)")
 from planner.app.profiling.stage_timing import build_stage, first_chunk_share, run_request
 
 
