@@ -6,7 +6,6 @@ each diagnostic (`render.prose`), so a Result always carries the sentences a per
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,13 +138,6 @@ def worded(diagnostic: Diagnostic) -> Diagnostic:
                                hint=prose.hint)
 
 
-def machine_cpus() -> int:
-    """The CPUs this process may run on: what a plan's threads are counted against by default."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                    stage_processes: Sequence[str] = (),
                    requests: Sequence[Request | ComputeRequest] = (),
@@ -160,7 +152,9 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                       any_option=parsed.any_option)
     asked, compute_diags = compute.resolve(pipeline, problem.target, compute_only(given))
     if count_cpus and cpus is None:
-        cpus = machine_cpus()
+        from planner.cluster import usable_cpus
+
+        cpus = usable_cpus()
     problem = dataclasses.replace(problem, compute=asked, cpus=cpus if count_cpus else None)
     parsed = dataclasses.replace(parsed, diagnostics=parsed.diagnostics + compute_diags)
     model = PlacementModel(problem, check_domains(problem))

@@ -50,9 +50,17 @@ def _gpus_here() -> int:
         return 0
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a container or taskset can allow fewer than exist): what
+    `planner solve` counts a plan's threads against, and this machine's node."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def this_machine() -> Cluster:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return Cluster((Node("local", _gpus_here(), cpus),), source="this machine")
+    return Cluster((Node("local", _gpus_here(), usable_cpus()),), source="this machine")
 
 
 def from_dict(data: Any, source: str) -> Cluster:

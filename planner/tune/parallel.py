@@ -10,12 +10,12 @@ child), and neither is a batch too small to repay the workers' start: those run 
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from planner.cluster import usable_cpus
 from planner.plan import Plan
 from planner.tune.model import Prediction, Workload, predict
 from planner.tune.profile import Profile
@@ -36,10 +36,7 @@ def _one(task: tuple[int, int]) -> Prediction:
 
 
 def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return usable_cpus()
 
 
 def _can_fork() -> bool:
