@@ -183,6 +183,12 @@ def test_selectors(selector, card):
     assert find_card(selector).name == card
 
 
+@pytest.mark.parametrize("card", all_cards(), ids=lambda c: c.name)
+def test_a_card_asked_for_by_name_is_the_same_card_the_listing_reads(card):
+    # By name the planner reads that card's own file only; it must not read it differently.
+    assert find_card(card.name) == card
+
+
 def test_exact_match_wins_over_case_insensitive():
     # "Zonos2" and "ZONOS2" are both listed; each selects exactly, neither is ambiguous.
     assert find_card("Zonos2").name == "zonos2"
