@@ -12,14 +12,7 @@ This module is the public API: the CLI, the launcher, the bench and `planner tun
 from planner.api import declared_plan, load, solve, solve_pipeline, solve_replicas
 from planner.cards import Card, all_cards, find_card
 from planner.errors import ConfigError, ConfigIssue
-from planner.graph import build_graph
 from planner.pipeline import Pipeline, StageConfig
-from planner.placements import (
-    MAX_ENUMERATED_UNITS,
-    FeasiblePlacement,
-    TooManyPlacements,
-    feasible_placements,
-)
 from planner.plan import (
     Assign,
     Diagnostic,
@@ -35,7 +28,6 @@ from planner.plan import (
     Result,
     TpProcess,
 )
-from planner.render.dicts import request_dict, request_from_dict, result_dict
 from planner.flags import command_line, flag, flags, from_options
 from planner.flags import parse as parse_flags
 from planner.topology import tp_rank_names
@@ -43,14 +35,23 @@ from planner.topology import tp_rank_names
 load_pipeline = load  # the name the API had before `load`; kept for scripts that use it
 
 # Loaded on first use: `planner solve` needs none of these, and importing them (the package
-# metadata above all) cost it a fifth of its cold start beside OR-Tools' own import.
+# metadata above all) cost it a fifth of its cold start beside OR-Tools' own import; the graph,
+# the placement enumerator and the JSON shapes are for other commands and formats.
 _LAZY = {"Cluster": ("planner.cluster", "Cluster"), "Node": ("planner.cluster", "Node"),
          "load_cluster": ("planner.cluster", "load_cluster"),
          "cluster_from_ray_nodes": ("planner.cluster", "from_ray_nodes"),
          "Packing": ("planner.replicas", "Packing"), "pack": ("planner.replicas", "pack"),
          "HandoffCost": ("planner.tune.profile", "HandoffCost"),
          "Profile": ("planner.tune.profile", "Profile"),
-         "StageProfile": ("planner.tune.profile", "StageProfile")}
+         "StageProfile": ("planner.tune.profile", "StageProfile"),
+         "build_graph": ("planner.graph", "build_graph"),
+         "MAX_ENUMERATED_UNITS": ("planner.placements", "MAX_ENUMERATED_UNITS"),
+         "FeasiblePlacement": ("planner.placements", "FeasiblePlacement"),
+         "TooManyPlacements": ("planner.placements", "TooManyPlacements"),
+         "feasible_placements": ("planner.placements", "feasible_placements"),
+         "request_dict": ("planner.render.dicts", "request_dict"),
+         "request_from_dict": ("planner.render.dicts", "request_from_dict"),
+         "result_dict": ("planner.render.dicts", "result_dict")}
 
 
 def _version() -> str:

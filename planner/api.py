@@ -152,7 +152,7 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                       any_option=parsed.any_option)
     asked, compute_diags = compute.resolve(pipeline, problem.target, compute_only(given))
     if count_cpus and cpus is None:
-        from planner.cluster import usable_cpus
+        from planner.cpus import usable_cpus
 
         cpus = usable_cpus()
     problem = dataclasses.replace(problem, compute=asked, cpus=cpus if count_cpus else None)

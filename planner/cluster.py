@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.config import read_yaml
+from planner.cpus import usable_cpus
 from planner.errors import ConfigError, ConfigIssue
 from planner.limits import (
     MAX_CLUSTER_GPUS, MAX_CPUS_PER_NODE, MAX_GPUS_PER_NODE, MAX_NODES, shown,
@@ -48,15 +49,6 @@ def _gpus_here() -> int:
         return len(os.listdir("/proc/driver/nvidia/gpus"))
     except OSError:
         return 0
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (a container or taskset can allow fewer than exist): what
-    `planner solve` counts a plan's threads against, and this machine's node."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def this_machine() -> Cluster:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from planner.cluster import usable_cpus
+from planner.cpus import usable_cpus
 from planner.plan import Plan
 from planner.tune.model import Prediction, Workload, predict
 from planner.tune.profile import Profile

@@ -8,7 +8,6 @@ import json
 from planner.app.cli.console import console
 from planner.cards import all_cards
 from planner.plan import EXIT_OK
-from planner.render.dicts import models_dict
 
 
 def add_parser(sub) -> None:
@@ -21,6 +20,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     cards = all_cards()
     if args.format == "json":
+        from planner.render.dicts import models_dict  # loaded by the format that needs it
+
         print(json.dumps(models_dict(cards), indent=2))
     else:
         from planner.render.text import render_models

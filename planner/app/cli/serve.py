@@ -12,7 +12,6 @@ from planner.app.cli.options import (
     add_scale_args, bounded_int, port,
 )
 from planner.app.cli.solve import solve
-from planner.render.dicts import result_dict
 
 
 def add_parser(sub) -> None:
@@ -76,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         serve = _serve_function()
         if isinstance(serve, int):
             return serve
+        from planner.render.dicts import result_dict
+
         return serve(result.plan, result_dict(result), host=opts.host, port=opts.port,
                      device=opts.device, max_queued=opts.max_queued)
     return _serve_replicas(opts)
@@ -137,6 +138,8 @@ def _serve_replicas(opts: ServeOptions) -> int:
             return launch_replicas(result.plan, result.packing, opts.device,
                                    backend=opts.backend, session=session, cluster=cluster,
                                    max_queued=opts.max_queued)
+
+        from planner.render.dicts import result_dict
 
         return serve(result.plan, result_dict(result), host=opts.host, port=opts.port,
                      device=opts.device, start=start)

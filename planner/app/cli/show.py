@@ -9,8 +9,6 @@ from planner.api import declared_plan
 from planner.app.cli.console import FORMATS, console
 from planner.app.cli.options import ModelChoice, add_model_args
 from planner.plan import EXIT_OK
-from planner.render.dicts import show_dict
-from planner.render.dot import plan_dot
 
 
 def add_parser(sub) -> None:
@@ -25,8 +23,12 @@ def run(args: argparse.Namespace) -> int:
     pipeline = ModelChoice.from_args(args).load()
     plan = declared_plan(pipeline)
     if args.format == "json":
+        from planner.render.dicts import show_dict  # each format loads its own renderer
+
         print(json.dumps(show_dict(pipeline, plan), indent=2))
     elif args.format == "dot":
+        from planner.render.dot import plan_dot
+
         print(plan_dot(plan, pipeline))
     else:
         from planner.render.text import render_show

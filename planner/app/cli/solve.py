@@ -10,8 +10,6 @@ from planner.app.cli.options import (
     ModelChoice, PlacementFlags, Scale, add_model_args, add_placement_args, add_scale_args,
 )
 from planner.errors import ConfigError
-from planner.render.dicts import result_json
-from planner.render.dot import plan_dot
 
 
 def add_parser(sub) -> None:
@@ -57,8 +55,12 @@ def run(args: argparse.Namespace) -> int:
     pipeline, result = solve(ModelChoice.from_args(args), PlacementFlags.from_args(args),
                              Scale.from_args(args))
     if args.format == "json":
+        from planner.render.dicts import result_json  # each format loads its own renderer
+
         print(result_json(result))
     elif args.format == "dot" and result.ok:
+        from planner.render.dot import plan_dot
+
         print(plan_dot(result.plan, pipeline))
     else:
         from planner.render.text import render_result

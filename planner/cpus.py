@@ -1,0 +1,15 @@
+"""How many CPUs this process may use: the one answer `planner solve` counts a plan's threads
+against, this machine's node is built with, and tune's workers are sized by. Its own module so
+that a cold `planner solve` reads it without loading the cluster files' code."""
+
+from __future__ import annotations
+
+import os
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a container or taskset can allow fewer than exist)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
