@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from planner.tune.choose import Choice
 from planner.tune.errors import TuneError
 from planner.tune.profile import Profile
-from planner.tune.rate_question import RATE_REQUESTS, RateAnswer, Target, answer
+from planner.tune import rate_question
+from planner.tune.rate_question import RateAnswer, Target, answer
 from planner.tune.workload import Workload
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def check(args: argparse.Namespace, model: str) -> None:
 
 
 def workload(args: argparse.Namespace) -> Workload:
-    return Workload(rate=args.rate[0], requests=RATE_REQUESTS, seed=args.seed)
+    return Workload(rate=args.rate[0], requests=rate_question.RATE_REQUESTS, seed=args.seed)
 
 
 def ask(choice: Choice, profile: Profile, asked: tuple[Target, ...]) -> RateAnswer:

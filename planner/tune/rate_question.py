@@ -173,9 +173,10 @@ class RateAnswer:
 
 
 def answer(candidates: Sequence[Candidate], profile: Profile, workload: Workload,
-           targets: Sequence[Target], cores: int, seeds: int = SEEDS) -> RateAnswer:
+           targets: Sequence[Target], cores: int, seeds: int | None = None) -> RateAnswer:
     """The cheapest of `candidates` (each predicted once under `workload`, an open loop) whose
-    band meets every target; see the module's docstring."""
+    band over `seeds` draws (default SEEDS) meets every target; see the module's docstring."""
+    seeds = seeds or SEEDS
     if workload.rate is None:
         raise ValueError("a rate question is asked of an open loop (a rate)")
     targets = tuple(targets)
