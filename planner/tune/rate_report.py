@@ -41,9 +41,11 @@ def percentiles_text(e: Estimate) -> str:
     return f"TTFA {ttfa}; latency p99 {_band(e.band('latency', 99))}"
 
 
-def miss_text(e: Estimate) -> str:
+def miss_text(e: Estimate, a: RateAnswer) -> str:
     if e.worst is None:  # the medians meet, a high end does not
-        return "its band's high end misses: marginal"
+        t = next(t for t in a.targets if e.band(t.metric, t.percentile).high > t.ms)
+        return (f"marginal: its median meets {t.label} {t.ms:g} ms, its band's high end "
+                f"({e.band(t.metric, t.percentile).high:.0f} ms) does not")
     target, ms = e.worst
     return (f"misses {target.label} {target.ms:g} ms by {ms:.0f} ms "
             f"({ms / target.ms:+.0%}, by the median)")
@@ -58,7 +60,7 @@ def unmet_paragraph(a: RateAnswer, model: str) -> str:
         return head + " No plan was left to predict (see the exclusions above)."
     t = e.worst[0] if e.worst is not None else a.targets[0]
     out = (f"{head} The closest is {_name(e)} ({_cost(e)}): predicted {t.label} "
-           f"{_band(e.band(t.metric, t.percentile))}, {miss_text(e)}.")
+           f"{_band(e.band(t.metric, t.percentile))}, {miss_text(e, a)}.")
     r = a.replicas
     if r is None:
         return out
@@ -66,8 +68,8 @@ def unmet_paragraph(a: RateAnswer, model: str) -> str:
         b = r.per_replica.band(t.metric, t.percentile)
         return (out + f" Even {r.tried} whole replicas of it, each taking "
                 f"{a.rate / r.tried:g} req/s, are predicted to miss ({t.label} {_band(b)}): the "
-                "target is near what a request takes on an idle replica; a faster machine or a "
-                "cheaper voice, not more replicas, would meet it.")
+                "target is below what a request takes on a nearly idle replica; a faster machine "
+                "or a cheaper voice, not more replicas, would meet it.")
     b = r.per_replica.band(t.metric, t.percentile)
     serve = command_line(e.candidate.requests)
     return (out + f" Split over {r.count} whole replicas of it, each taking "
@@ -113,7 +115,7 @@ def render_rate(console: Console, a: RateAnswer, profile: Profile) -> None:
     if a.runner_up is not None:
         r = a.runner_up
         console.print(Text("cheaper: ", style="bold") + Text(
-            f"{_name(r)} ({_cost(r)}) {miss_text(r)}; {percentiles_text(r)}"))
+            f"{_name(r)} ({_cost(r)}): {miss_text(r, a)}; {percentiles_text(r)}"))
     else:
         console.print(Text("cheaper: none: no plan costs less"))
     serve = command_line(e.candidate.requests)

@@ -110,7 +110,7 @@ def test_the_command_prints_the_pick_the_cheaper_miss_and_how_to_serve_it(profil
     assert out.returncode == 0, out.stderr
     assert "the cheapest plan predicted to meet TTFA p99 <= 150 ms" in out.stdout
     assert "pick: `" in out.stdout and "(2 CPUs, 1 GPU): meets" in out.stdout
-    assert "cheaper: `declared` (1 CPU, 1 GPU) misses TTFA p99 150 ms by" in out.stdout
+    assert "cheaper: `declared` (1 CPU, 1 GPU): misses TTFA p99 150 ms by" in out.stdout
     assert "run it: planner serve qwen3-tts --" in out.stdout
 
 
