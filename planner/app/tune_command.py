@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import planner
+from planner.app import tune_rate
 from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
 from planner.tune.report import choice_dict, render_choice
 from planner.tune.choose import choose, why
@@ -97,11 +98,18 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     if output.exists() and not output.is_dir():
         raise TuneError(f"--output {output} is a file; give a directory (it gets profile.json "
                         "and tune.json)")
+    rate_question = bool(tune_rate.targets(args))
+    tune_rate.check(args, pipeline.name)
     profile = _profile(args, pipeline, err, output)
     try:
-        choice = choose(pipeline, profile, workloads(args), args.objective,
-                        slo_p99_ms=args.slo_p99_ms, max_processes=args.max_processes,
-                        cores=args.cores, compute=not args.placements_only)
+        if rate_question:  # every plan kept: the targets, latency's too, judge them banded
+            choice = choose(pipeline, profile, (tune_rate.workload(args),), "ttfa",
+                            max_processes=args.max_processes, cores=args.cores,
+                            compute=not args.placements_only)
+        else:
+            choice = choose(pipeline, profile, workloads(args), args.objective,
+                            slo_p99_ms=args.slo_p99_ms, max_processes=args.max_processes,
+                            cores=args.cores, compute=not args.placements_only)
     except planner.TooManyPlacements as exc:
         raise TuneError(f"{exc}; tune enumerates every placement, so it needs fewer movable "
                         "stages (fuse some with fused_stages)") from None
@@ -115,6 +123,9 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         measured = verify(args, choice, args.verify, err)
         judged = verdict(choice, measured)
     result = choice_dict(choice, profile, reason, measured, judged)
+    answer = tune_rate.ask(choice, profile, tune_rate.targets(args)) if rate_question else None
+    if answer is not None:
+        result = tune_rate.finish(answer, choice, result, profile)
     try:
         output.mkdir(parents=True, exist_ok=True)
         (output / "tune.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -122,8 +133,11 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise TuneError(f"cannot write to --output {output}: {exc.strerror}") from None
     if args.format == "json":
         print(json.dumps(result, indent=2))
+    elif answer is not None:
+        tune_rate.render(out, answer, profile)
     else:
         render_choice(out, choice, profile, reason, measured, judged)
     # Nothing meets the constraints: infeasible (1), as `planner solve` says of a request no
     # placement satisfies; bad input is 2.
-    return EXIT_OK if choice.best is not None else EXIT_INFEASIBLE
+    met = answer.met if answer is not None else choice.best is not None
+    return EXIT_OK if met else EXIT_INFEASIBLE

@@ -95,11 +95,18 @@ def overlay_yaml(model: str, variant: str, entries: list[dict[str, Any]],
     return "\n".join(lines)
 
 
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 2)
+
+
 def _prediction_dict(p: Prediction) -> dict[str, Any]:
     return {"throughput_rps": round(p.throughput_rps, 3),
             "latency_p50_ms": round(p.latency_p50_ms, 2),
             "latency_p99_ms": round(p.latency_p99_ms, 2),
-            "ttfa_p90_ms": None if p.ttfa_p90_ms is None else round(p.ttfa_p90_ms, 2),
+            "latency_p90_ms": _round(p.latency_p90_ms),
+            "ttfa_p50_ms": _round(p.ttfa_p50_ms),
+            "ttfa_p90_ms": _round(p.ttfa_p90_ms),
+            "ttfa_p99_ms": _round(p.ttfa_p99_ms),
             "bottleneck": {"resource": p.bottleneck[0], "busy": p.bottleneck[1]}}
 
 
@@ -149,13 +156,19 @@ def choice_dict(choice: Choice, profile: Profile, why: str,
         "verified": None if verdict is None else {
             "best": verdict.best, "gain": round(verdict.gain, 4),
             "overturned": verdict.overturned},
-        "persist": None if best is None else {
-            "flags": list(flags(best.requests)),
+        "persist": persist_dict(profile, best),
+    }
+
+
+def persist_dict(profile: Profile, best: Candidate | None) -> dict[str, Any] | None:
+    """The flags and the config overlay that run `best` (None: nothing to run)."""
+    if best is None:
+        return None
+    return {"flags": list(flags(best.requests)),
             "overlay": {"model": profile.model,
                         "stages": persistent_overlay(best.plan, best.requests),
                         **({"processes": procs} if (procs := persistent_processes(best.plan))
-                           else {})}},
-    }
+                           else {})}}
 
 
 def _excluded_measured(choice: Choice, c: Candidate,

@@ -379,7 +379,10 @@ class SimulatedRun:
             throughput_rps=n / span * 1000.0,
             latency_p50_ms=_percentile(lat, 50), latency_p99_ms=_percentile(lat, 99),
             ttfa_p90_ms=_percentile(ttfa, 90) if self.streams else None,
-            utilization=tuple((name, round(u, 4)) for name, u in util))
+            utilization=tuple((name, round(u, 4)) for name, u in util),
+            ttfa_p50_ms=_percentile(ttfa, 50) if self.streams else None,
+            ttfa_p99_ms=_percentile(ttfa, 99) if self.streams else None,
+            latency_p90_ms=_percentile(lat, 90))
 
     def run(self) -> Prediction:
         if self.w.concurrency == 1 and self.sim.shortcuts:

@@ -36,6 +36,11 @@ class Prediction:
     ttfa_p90_ms: float | None  # None: the pipeline does not stream
     # (resource, fraction of the time it was busy), busiest first; a core pool counts all cores.
     utilization: tuple[tuple[str, float], ...]
+    # The rest of the time to first audio's percentiles (None: the pipeline does not stream; its
+    # first audio comes with the whole response), and latency's p90: a rate question's targets.
+    ttfa_p50_ms: float | None = None
+    ttfa_p99_ms: float | None = None
+    latency_p90_ms: float | None = None
 
     @property
     def bottleneck(self) -> tuple[str, float]:

@@ -24,6 +24,11 @@ def add_parser(sub) -> None:
     p.add_argument("--objective", choices=("throughput", "latency", "ttfa"), default="throughput")
     p.add_argument("--slo-p99-ms", type=positive(float, MAX_MS), metavar="X",
                    help="leave out placements whose predicted p99 exceeds X ms at any workload")
+    for q in (50, 90, 99):
+        p.add_argument(f"--ttfa-p{q}-ms", type=positive(float, MAX_MS), metavar="X",
+                       help=f"with one --rate: the cheapest plan predicted to keep time to first "
+                            f"audio p{q} at most X ms" + (" (any of these; with --slo-p99-ms, "
+                            "latency too); docs/tune.md" if q == 50 else ""))
     p.add_argument("--max-processes", type=positive(int), metavar="N")
     p.add_argument("--profile", metavar="FILE", help="a profile.json from an earlier run")
     p.add_argument("--profile-requests", type=positive(int), default=12, metavar="N",

@@ -120,7 +120,9 @@ def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
             chunks[s.name] = produced
         wholes[s.name] = merged
         if "audio" in merged and not any(h.source == s.name for h in plan.handoffs):
-            audio = torch.cat([p["audio"] for p in produced if "audio" in p])
+            # piper's vocoder yields numpy arrays, the stand-ins tensors: one flat tensor either way
+            audio = torch.cat([torch.as_tensor(p["audio"]).reshape(-1)
+                               for p in produced if "audio" in p])
     return audio
 
 

@@ -1,0 +1,89 @@
+"""`planner tune --rate R --ttfa-p99-ms X`: the command's side of a rate question (which flags
+ask it, what is refused, what it prints and returns); the question itself is
+`planner.tune.rate_question`, pure."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from planner.tune.choose import Choice
+from planner.tune.errors import TuneError
+from planner.tune.profile import Profile
+from planner.tune import rate_question
+from planner.tune.rate_question import RateAnswer, Target, answer
+from planner.tune.workload import Workload
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+TTFA_FLAGS = {50: "--ttfa-p50-ms", 90: "--ttfa-p90-ms", 99: "--ttfa-p99-ms"}
+
+
+def targets(args: argparse.Namespace) -> tuple[Target, ...]:
+    """The first-audio targets asked (none: not a rate question), with --slo-p99-ms as a latency
+    target beside them."""
+    ttfa = tuple(Target("ttfa", q, v) for q in TTFA_FLAGS
+                 if (v := getattr(args, f"ttfa_p{q}_ms", None)) is not None)
+    if not ttfa:
+        return ()
+    slo = (Target("latency", 99, args.slo_p99_ms),) if args.slo_p99_ms is not None else ()
+    return ttfa + slo
+
+
+def check(args: argparse.Namespace, model: str) -> None:
+    """A first-audio target is asked of one open-loop rate: anything else is refused before
+    profiling (exit 2), with the command that asks it."""
+    given = [t for t in targets(args) if t.metric == "ttfa"]
+    if not given:
+        return
+    asked = [TTFA_FLAGS[t.percentile] for t in given]
+    example = f"`planner tune {model} --rate 2 {asked[0]} {given[0].ms:g}`"
+    if args.concurrency:
+        raise TuneError(
+            f"{' and '.join(asked)} asks for the cheapest plan that meets a first-audio target "
+            "under an open-loop rate (requests arriving on their own, as users send them), but "
+            f"--concurrency {args.concurrency[0]} is a closed loop, whose clients wait for each "
+            f"answer; drop --concurrency and give the rate, e.g. {example}")
+    if not args.rate:
+        raise TuneError(
+            f"{' and '.join(asked)} is a target at a load, and no load was given: add the "
+            f"open-loop rate to meet it at, in requests per second, e.g. {example}")
+    if len(args.rate) > 1:
+        raise TuneError(
+            f"{' and '.join(asked)} is answered for one rate, and --rate was given "
+            f"{len(args.rate)} times ({', '.join(f'{r:g}' for r in args.rate)}); ask once per "
+            f"rate, e.g. {example}")
+    if args.verify:
+        raise TuneError(
+            f"--verify serves the throughput ranking's top plans, not a rate question's pick; "
+            f"drop --verify, and serve the pick with the `run it:` command tune prints "
+            f"(e.g. {example})")
+
+
+def workload(args: argparse.Namespace) -> Workload:
+    return Workload(rate=args.rate[0], requests=rate_question.RATE_REQUESTS, seed=args.seed)
+
+
+def ask(choice: Choice, profile: Profile, asked: tuple[Target, ...]) -> RateAnswer:
+    return answer(choice.ranked, profile, choice.workloads[0], asked, choice.cores)
+
+
+def finish(answer_: RateAnswer, choice: Choice, result: dict[str, Any],
+           profile: Profile) -> dict[str, Any]:
+    """tune's JSON with the rate question's answer, and its pick as what to run (`best`: its
+    index into `candidates`, which stay in the ranking's order)."""
+    from planner.tune.rate_report import rate_dict
+    from planner.tune.report import persist_dict
+
+    pick = answer_.pick.candidate if answer_.pick is not None else None
+    best = next((i for i, c in enumerate(choice.ranked) if c is pick), None)
+    return {**result, "objective": "cheapest meeting the targets", "best": best,
+            "persist": persist_dict(profile, pick),
+            "rate_question": rate_dict(answer_, profile.model)}
+
+
+def render(console: Console, answer_: RateAnswer, profile: Profile) -> None:
+    from planner.tune.rate_report import render_rate
+
+    render_rate(console, answer_, profile)

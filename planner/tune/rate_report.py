@@ -1,0 +1,166 @@
+"""A rate question's answer as text and JSON (`planner.tune.rate_question`): the pick with its
+banded percentiles, the cheaper plan that misses, the finalists, and, when nothing meets, one
+paragraph on the closest plan and the replicas that would meet. Decides nothing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from planner.flags import command_line, flags
+from planner.tune.rate_question import Band, Estimate, RateAnswer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from planner.tune.profile import Profile
+
+
+def _band(b: Band) -> str:
+    if b.low == b.high:
+        return f"{b.median:.0f} ms"
+    return f"{b.median:.0f} ms ({b.low:.0f}-{b.high:.0f})"
+
+
+def _cost(e: Estimate) -> str:
+    cpus = f"{e.cpus} CPU{'s' if e.cpus != 1 else ''}"
+    return cpus + (f", {e.gpus} GPU{'s' if e.gpus != 1 else ''}" if e.gpus else "")
+
+
+def _name(e: Estimate) -> str:
+    return f"`{e.candidate.name}`"
+
+
+def targets_text(a: RateAnswer) -> str:
+    return ", ".join(f"{t.label} <= {t.ms:g} ms" for t in a.targets)
+
+
+def percentiles_text(e: Estimate) -> str:
+    """TTFA p50/p90/p99 and latency p99 as bands (a whole-response pipeline's TTFA is its
+    latency, so only latency is shown there)."""
+    ttfa = "  ".join(f"p{q} {_band(e.band('ttfa', q))}" for q in (50, 90, 99))
+    return f"TTFA {ttfa}; latency p99 {_band(e.band('latency', 99))}"
+
+
+def miss_text(e: Estimate, a: RateAnswer) -> str:
+    if e.worst is None:  # the medians meet, a high end does not
+        t = next(t for t in a.targets if e.band(t.metric, t.percentile).high > t.ms)
+        return (f"marginal: its median meets {t.label} {t.ms:g} ms, its band's high end "
+                f"({e.band(t.metric, t.percentile).high:.0f} ms) does not")
+    target, ms = e.worst
+    return (f"misses {target.label} {target.ms:g} ms by {ms:.0f} ms "
+            f"({ms / target.ms:+.0%}, by the median)")
+
+
+def unmet_paragraph(a: RateAnswer, model: str) -> str:
+    """Nothing meets: the closest plan, and how many whole replicas of it would."""
+    head = (f"No plan is predicted to meet {targets_text(a)} at {a.rate:g} req/s on this "
+            f"machine ({a.cores} CPUs; {a.considered} plans predicted).")
+    e = a.closest
+    if e is None:
+        return head + " No plan was left to predict (see the exclusions above)."
+    t = e.worst[0] if e.worst is not None else a.targets[0]
+    out = (f"{head} The closest is {_name(e)} ({_cost(e)}): predicted {t.label} "
+           f"{_band(e.band(t.metric, t.percentile))}, {miss_text(e, a)}.")
+    r = a.replicas
+    if r is None:
+        return out
+    if r.count is None:
+        b = r.per_replica.band(t.metric, t.percentile)
+        return (out + f" Even {r.tried} whole replicas of it, each taking "
+                f"{a.rate / r.tried:g} req/s, are predicted to miss ({t.label} {_band(b)}): the "
+                "target is below what a request takes on a nearly idle replica; a faster machine "
+                "or a cheaper voice, not more replicas, would meet it.")
+    b = r.per_replica.band(t.metric, t.percentile)
+    serve = command_line(e.candidate.requests)
+    return (out + f" Split over {r.count} whole replicas of it, each taking "
+            f"{a.rate / r.count:.3g} req/s, it is predicted to meet ({t.label} {_band(b)}): "
+            f"{r.count} nodes of this machine's size ({a.cores} CPUs each), "
+            f"`planner serve {model}{' ' + serve if serve else ''} --replicas {r.count} "
+            "--cluster FILE`.")
+
+
+def render_rate(console: Console, a: RateAnswer, profile: Profile) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from planner.tune.report import (
+        overlay_yaml, persistent_overlay, persistent_processes, print_unsqueezed,
+    )
+
+    console.print(Text(
+        f"{profile.model} at {a.rate:g} req/s (open loop, Poisson arrivals): the cheapest plan "
+        f"predicted to meet {targets_text(a)}", style="bold"))
+    if not a.streams:
+        console.print(Text(f"note: {profile.model} does not stream here: its first audio comes "
+                           "with the whole response, so a TTFA target is held against latency"))
+    if a.finalists:
+        t = Table(title=f"finalists: median (low-high) over {a.seeds} draws of arrivals and texts",
+                  title_justify="left")
+        for col in ("plan", "CPUs", "GPUs", "TTFA p50", "TTFA p90", "TTFA p99", "latency p99",
+                    "verdict"):
+            t.add_column(col, justify="left" if col in ("plan", "verdict") else "right",
+                         no_wrap=col == "plan")
+        for e in a.finalists:
+            t.add_row(e.candidate.name, str(e.cpus), str(e.gpus),
+                      *(_band(e.band("ttfa", q)) for q in (50, 90, 99)),
+                      _band(e.band("latency", 99)), e.verdict,
+                      style="bold" if e is a.pick else "")
+        print_unsqueezed(console, t)
+    if a.pick is None:
+        console.print(Text(unmet_paragraph(a, profile.model)))
+        return
+    e = a.pick
+    console.print(Text("pick: ", style="bold") + Text(
+        f"{_name(e)} ({_cost(e)}): meets, the band's high end too; {percentiles_text(e)}"))
+    if a.runner_up is not None:
+        r = a.runner_up
+        console.print(Text("cheaper: ", style="bold") + Text(
+            f"{_name(r)} ({_cost(r)}): {miss_text(r, a)}; {percentiles_text(r)}"))
+    else:
+        console.print(Text("cheaper: none: no plan costs less"))
+    serve = command_line(e.candidate.requests)
+    console.print(Text("run it: ", style="bold")
+                  + Text(f"planner serve {profile.model}{' ' + serve if serve else ''}"))
+    if e.candidate.requests:
+        console.print(Text("or make it persistent (--config FILE):", style="bold"))
+        console.print(overlay_yaml(profile.model, profile.variant,
+                                   persistent_overlay(e.candidate.plan, e.candidate.requests),
+                                   persistent_processes(e.candidate.plan)),
+                      markup=False, highlight=False)
+
+
+def estimate_dict(e: Estimate | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {
+        "flags": list(flags(e.candidate.requests)),
+        "cost": {"cpus": e.cpus, "gpus": e.gpus},
+        "verdict": e.verdict,
+        "draws": e.draws,
+        # each percentile: the median over the draws and the band's low and high
+        "predicted": {key: {"median": round(b.median, 2), "low": round(b.low, 2),
+                            "high": round(b.high, 2)} for key, b in e.bands},
+        "misses": None if e.worst is None else {
+            "target": e.worst[0].key, "by_ms": round(e.worst[1], 2)},
+    }
+
+
+def rate_dict(a: RateAnswer, model: str) -> dict[str, Any]:
+    return {
+        "rate": a.rate,
+        "targets": {t.key: t.ms for t in a.targets},
+        "streams": a.streams,
+        "seeds": a.seeds,
+        "cores": a.cores,
+        "considered": a.considered,
+        "met": a.met,
+        "pick": estimate_dict(a.pick),
+        "runner_up": estimate_dict(a.runner_up),
+        "finalists": [estimate_dict(e) for e in a.finalists],
+        "closest": estimate_dict(a.closest),
+        "replicas": None if a.replicas is None else {
+            "count": a.replicas.count, "per_replica_rate": (
+                None if a.replicas.count is None else a.rate / a.replicas.count),
+            "predicted": estimate_dict(a.replicas.per_replica)["predicted"]},  # type: ignore[index]
+        "unmet": None if a.met else unmet_paragraph(a, model),
+    }
