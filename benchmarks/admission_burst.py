@@ -18,13 +18,14 @@ import collections
 import os
 import platform
 import re
-import signal
 import statistics
 import subprocess
 import sys
 import time
 
 import httpx
+
+from served_process import stop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READY = re.compile(r"ready: .* on (http://\S+) ")
@@ -81,11 +82,7 @@ def main() -> int:
     try:
         results = asyncio.run(burst(url, args.concurrency, args.input, args.timeout))
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
     counts = collections.Counter(code for code, _, _ in results)
     refused = [s for code, s, _ in results if code in (429, 503)]
     served = [s for code, s, _ in results if code == 200]

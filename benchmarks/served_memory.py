@@ -17,11 +17,12 @@ import argparse
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
+
+from served_process import stop
 
 
 def children(pid: int) -> list[int]:
@@ -116,11 +117,7 @@ def main() -> int:
             except OSError:
                 continue
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
     total = {"pss": sum(r["pss"] for r in rows), "rss": sum(r["rss"] for r in rows)}
     if args.json:
         print(json.dumps({"model": args.model, "ready_s": round(ready_s, 2), "processes": rows,

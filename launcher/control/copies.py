@@ -34,6 +34,13 @@ class CopyChooser:
         """`groups`: every process group's copy names, index order (one name: a single copy)."""
         self._groups = {g: tuple(names) for g, names in groups.items()}
         self._lock = threading.Lock()
+        # The supervisor's `RequestTable` knows the same requests (each handle's `copies`), so
+        # these counts could be derived from it, but only by walking every request in flight
+        # on every `bind`: an O(in flight) scan (up to the admission bound) per submit, under
+        # the supervisor's lock and the table's. A count kept here costs O(groups), and keeps
+        # the choice testable without a table. Both are updated at the same two points
+        # (`Supervisor.submit` opens and binds under one lock, `Supervisor._close` closes and
+        # releases), so they cannot drift apart.
         self._in_flight = {c: 0 for names in self._groups.values() for c in names}
         self._served = dict.fromkeys(self._in_flight, 0)  # requests ever bound to each
         self._bound: dict[int, tuple[str, ...]] = {}  # request -> the copies it is bound to

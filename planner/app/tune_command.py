@@ -7,7 +7,7 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import planner
 from planner.app import tune_rate
@@ -114,7 +114,7 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise TuneError(f"{exc}; tune enumerates every placement, so it needs fewer movable "
                         "stages (fuse some with fused_stages)") from None
     reason = why(choice)
-    measured: dict[int, list[dict[str, Any]]] = {}
+    measured = None
     judged = None
     if args.verify:
         from planner.app.tune_verify import verify

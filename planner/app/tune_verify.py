@@ -15,16 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from planner.flags import COPIES, ISOLATE, THREADS, command_line, flags
 from planner.tune.errors import TuneError
+from planner.tune.verify import Measured, Rows
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from planner.tune.choose import Candidate, Choice
-
-
-# The key of the declared topology's measurements when tune excluded it from the ranking (it is
-# served anyway, as the bench's baseline).
-EXCLUDED_DECLARED = -1
 
 
 def bench_name(c: Candidate) -> str:
@@ -90,30 +86,28 @@ def _measured(run: dict[str, Any]) -> dict[str, Any]:
             "errors": load.get("errors", 0)}
 
 
-def read_results(path: Path, choice: Choice, picked: list[int]) -> dict[int, list[dict[str, Any]]]:
+def read_results(path: Path, choice: Choice, picked: list[int]) -> Measured:
     data = json.loads(path.read_text(encoding="utf-8"))
     by_name: dict[tuple[str, Any, Any], dict[str, Any]] = {}
     for run in data.get("runs", []):
         load = run.get("load", run)
         by_name[run["placement"], load.get("concurrency"), load.get("rate")] = run
-    names = _names(choice, picked)
-    declared = next((i for i, c in enumerate(choice.ranked) if not c.requests), None)
+
+    def rows(name: str) -> Rows:
+        return [_measured(run) if (run := by_name.get((name, w.concurrency, w.rate)))
+                else {"throughput_rps": None} for w in choice.workloads]
+
+    ranked = {i: rows(name) for i, name in _names(choice, picked).items()}
     # The bench always runs the declared topology, also when tune left it out of the ranking:
     # what it served is reported either way.
-    names[EXCLUDED_DECLARED if declared is None else declared] = (
-        data.get("baseline") or "declared")
-    out: dict[int, list[dict[str, Any]]] = {}
-    for i, name in names.items():
-        rows = []
-        for w in choice.workloads:
-            run = by_name.get((name, w.concurrency, w.rate))
-            rows.append(_measured(run) if run else {"throughput_rps": None})
-        out[i] = rows
-    return out
+    baseline = rows(data.get("baseline") or "declared")
+    declared = next((i for i, c in enumerate(choice.ranked) if not c.requests), None)
+    if declared is not None:
+        return Measured({**ranked, declared: baseline})
+    return Measured(ranked, excluded_baseline=baseline)
 
 
-def verify(args: argparse.Namespace, choice: Choice, k: int,
-           err: Console) -> dict[int, list[dict[str, Any]]]:
+def verify(args: argparse.Namespace, choice: Choice, k: int, err: Console) -> Measured:
     picked = to_serve(choice, k)
     output = Path(args.output or f"tune-results/{choice.declared.plan.model}") / "verify"
     cmd = bench_command(args, choice, picked, output)

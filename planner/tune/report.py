@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from planner.plan import Assign, ComputeRequest, Isolate, Plan, Request
 from planner.flags import command_line, flags
 from planner.tune.choose import TIE, Candidate, Choice, score, tie_note
+from planner.tune.verify import Measured, Rows
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -133,9 +134,9 @@ def candidate_dict(c: Candidate, measured: list[dict[str, Any]] | None) -> dict[
 
 
 def choice_dict(choice: Choice, profile: Profile, why: str,
-                measured: dict[int, list[dict[str, Any]]] | None = None,
+                measured: Measured | None = None,
                 verdict: Verdict | None = None) -> dict[str, Any]:
-    measured = measured or {}
+    measured = measured or Measured()
     ranked = list(choice.ranked)
     best = _recommended(choice, verdict)
     return {
@@ -144,7 +145,8 @@ def choice_dict(choice: Choice, profile: Profile, why: str,
         "objective": choice.objective,
         "workload": [_workload_dict(w) for w in choice.workloads],
         "profile": profile.to_dict(),
-        "candidates": [{**candidate_dict(c, measured.get(i)), "tie": tie_note(choice, i) or None}
+        "candidates": [{**candidate_dict(c, measured.ranked.get(i)),
+                        "tie": tie_note(choice, i) or None}
                        for i, c in enumerate(ranked)],
         "excluded": [{"flags": list(flags(c.requests)), "why": reason,
                       "measured_by_workload": _excluded_measured(choice, c, measured)}
@@ -171,13 +173,12 @@ def persist_dict(profile: Profile, best: Candidate | None) -> dict[str, Any] | N
                            else {})}}
 
 
-def _excluded_measured(choice: Choice, c: Candidate,
-                       measured: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+def _excluded_measured(choice: Choice, c: Candidate, measured: Measured) -> Rows | None:
     """What serving measured of an excluded candidate: only the declared topology is served
-    when excluded (it is the bench's baseline), under a negative key."""
+    when excluded (it is the bench's baseline)."""
     if c is not choice.declared and c.requests:
         return None
-    return next((rows for i, rows in measured.items() if i < 0), None)
+    return measured.excluded_baseline
 
 
 def _ms(v: float | None) -> str:
@@ -207,12 +208,12 @@ def print_unsqueezed(console: Console, table: Any) -> None:
 
 
 def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
-                  measured: dict[int, list[dict[str, Any]]] | None = None,
+                  measured: Measured | None = None,
                   verdict: Verdict | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    measured = measured or {}
+    measured = measured or Measured()
     if choice.ranked:
         over = " (geometric mean over the loads)" if len(choice.workloads) > 1 else ""
         t = Table(title=f"{profile.model}: placements ranked by predicted {choice.objective}"
@@ -248,7 +249,7 @@ def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
                 row += [f"{p.throughput_rps:.2f}", _ms(p.latency_p50_ms), _ms(p.latency_p99_ms),
                         _ms(p.ttfa_p90_ms)]
                 if measured:
-                    m = measured.get(i)
+                    m = measured.ranked.get(i)
                     if m is None:
                         row += ["", ""]
                     else:

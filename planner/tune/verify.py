@@ -3,13 +3,35 @@ the verdict. Pure; `planner.app.tune_verify` does the serving."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planner.tune.choose import TIE, objective_score
 
 if TYPE_CHECKING:
     from planner.tune.choose import Candidate, Choice
+
+
+Rows = list[dict[str, Any]]  # what bench measured of one placement, a dict per workload
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What serving the placements measured (`planner tune --verify`).
+
+    `ranked`: the served placements of the ranking, by index into `choice.ranked`.
+    `excluded_baseline`: the declared topology when tune excluded it from the ranking (over an
+    SLO): bench serves it anyway, as its baseline, so it is reported, but never judged nor
+    recommended. None when the declared topology is ranked (it is then in `ranked`) or was not
+    measured."""
+
+    ranked: Mapping[int, Rows] = field(default_factory=dict)
+    excluded_baseline: Rows | None = None
+
+    def __len__(self) -> int:
+        """Placements measured."""
+        return len(self.ranked) + (self.excluded_baseline is not None)
 
 
 def errors(predicted: Candidate, measured: list[dict[str, Any]]) -> list[float | None]:
@@ -40,11 +62,10 @@ def _measured_score(rows: list[dict[str, Any]], objective: str) -> float | None:
                            [r["latency_p50_ms"] for r in rows], [r.get("ttfa_p90_ms") for r in rows])
 
 
-def verdict(choice: Choice, measured: dict[int, list[dict[str, Any]]]) -> Verdict | None:
+def verdict(choice: Choice, measured: Measured) -> Verdict | None:
     """The placement that measured best, if the pick was measured. The same tie applies as to
     predictions: a measured lead within it is not a reason to change the recommendation."""
-    scores = {i: _measured_score(rows, choice.objective) for i, rows in measured.items()
-              if i >= 0}  # a negative key: served but not ranked (tune_verify.EXCLUDED_DECLARED)
+    scores = {i: _measured_score(rows, choice.objective) for i, rows in measured.ranked.items()}
     scores = {i: v for i, v in scores.items() if v is not None}
     if 0 not in scores:
         return None

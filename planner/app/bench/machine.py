@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from planner.cluster import usable_cpus
+
 PACKAGES = ("stage-planner", "torch", "starlette", "uvicorn", "httpx", "ortools", "rich",
             "matplotlib")
 
@@ -54,14 +56,6 @@ def _memory_bytes() -> int | None:
     except (OSError, ValueError):
         pass
     return None
-
-
-def _usable_cpus() -> int | None:
-    """CPUs this process may run on (a container or taskset can allow fewer than exist)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count()
 
 
 def _load_average() -> list[float] | None:
@@ -107,7 +101,7 @@ def environment(argv: Sequence[str]) -> dict[str, Any]:
             "platform": platform.platform(),
             "cpu": cpu_model(),
             "cpu_count": os.cpu_count(),
-            "usable_cpus": _usable_cpus(),
+            "usable_cpus": usable_cpus(),
             "load_average": _load_average(),
             "memory_bytes": _memory_bytes(),
             "gpus": _gpus(),

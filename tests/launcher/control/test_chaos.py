@@ -9,21 +9,21 @@ from __future__ import annotations
 import multiprocessing.forkserver
 import os
 import signal
-import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
-import uvicorn
 
 import planner
 from launcher.serving.http import create_app
-from launcher.serving.http_timeouts import guarded
 from launcher.serving.replica_set import launch_replicas
 from planner import Cluster, Node
 from planner.api import solve_replicas
 
+from tests.launcher.chaos_load import Load, served, speech_outcome
 from tests.launcher.conftest import DEVICE
 from tests.processes import gone
 from tests.waiting import wait_until
@@ -34,45 +34,23 @@ REQUEST_TIMEOUT_S = 20.0
 TEXT = "Chaos is a ladder, and this sentence climbs it."
 
 
-class Load:
-    """Client threads posting in a loop (streamed and not), recording how each request ended."""
+@contextmanager
+def posting(url: str, clients: int = 3) -> Iterator[Load]:
+    """Client threads posting in a loop, odd ones streamed; each outcome is (started at, how it
+    ended). A whole (unstreamed) request cut short would be "aborted-unstreamed"."""
+    https = [httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) for _ in range(clients)]
 
-    def __init__(self, url: str, clients: int = 3) -> None:
-        self.url, self.outcomes, self.stop = url, [], threading.Event()
-        self.threads = [threading.Thread(target=self._client, args=(i,)) for i in range(clients)]
+    def one(i: int) -> tuple[float, str]:
+        started, stream = time.monotonic(), bool(i % 2)
+        outcome = speech_outcome(https[i], {"input": TEXT, "stream": stream})
+        return started, outcome if stream or outcome != "aborted" else "aborted-unstreamed"
 
-    def _client(self, i: int) -> None:
-        stream = bool(i % 2)
-        with httpx.Client(base_url=self.url, timeout=REQUEST_TIMEOUT_S) as c:
-            while not self.stop.is_set():
-                started = time.monotonic()
-                self.outcomes.append((started, self._one(c, stream)))
-
-    @staticmethod
-    def _one(c: httpx.Client, stream: bool) -> str:
-        try:
-            with c.stream("POST", "/v1/audio/speech",
-                          json={"input": TEXT, "stream": stream}) as r:
-                body = r.read()
-                if r.status_code == 200:
-                    return "ok" if len(body) > 44 else "short"
-                if r.status_code in (429, 503):
-                    return "refused" if "retry-after" in r.headers else f"{r.status_code}-bare"
-                return f"http-{r.status_code}"
-        except httpx.RemoteProtocolError:
-            return "aborted" if stream else "aborted-unstreamed"
-        except httpx.TimeoutException:
-            return "hang"
-
-    def __enter__(self) -> Load:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(REQUEST_TIMEOUT_S + 5)
+    try:
+        with Load(one, clients, REQUEST_TIMEOUT_S + 5) as load:
+            yield load
+    finally:
+        for c in https:
+            c.close()
 
 
 class HealthWatch:
@@ -119,17 +97,9 @@ def test_chaos_killing_a_worker_the_fork_server_and_another_replicas_worker():
     started = time.monotonic()
     with launch_replicas(result.plan, result.packing, DEVICE,
                          factory_defaults={"size": "tiny"}) as replicas:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(uvicorn.Config(
-            create_app(replicas, planner.result_dict(result)), log_level="critical", lifespan="off",
-            http=guarded()))
-        serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
-        serving.start()
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        try:
-            wait_until(lambda: server.started, PHASE_S, "the server")
-            with HealthWatch(url) as health, Load(url) as load:
+        app = create_app(replicas, planner.result_dict(result))
+        with served(app, PHASE_S) as url:
+            with HealthWatch(url) as health, posting(url) as load:
                 wait_until(lambda: sum(o == "ok" for _, o in load.outcomes) >= 6,
                            PHASE_S, "warm-up")
                 pids = [d.worker_pids() for d in replicas.replicas]
@@ -163,10 +133,6 @@ def test_chaos_killing_a_worker_the_fork_server_and_another_replicas_worker():
                 after = time.monotonic()
                 wait_until(lambda: sum(s > after and o == "ok" for s, o in load.outcomes) >= 6,
                            PHASE_S, "load after the chaos")
-        finally:
-            server.should_exit = True
-            serving.join(30)
-            sock.close()
 
         # /health told the truth: no dead worker called ready, no dead fork server called ok.
         for asked, report in health.samples:

@@ -1,23 +1,29 @@
-"""Chaos with copies: under load, one vocoder copy is killed. Only the requests bound to it fail
-(503, mid-stream for one it was streaming), the other copy serves on meanwhile, /health names the
-dead copy, and the copy comes back and serves again. Every wait is bounded by `PHASE_S`.
+"""Chaos with copies, over HTTP: under load, one vocoder copy is killed. Only the requests bound
+to it fail (a whole one answers 503 with `Retry-After`, a stream it was feeding is cut: the client
+raises), the other copy serves on meanwhile, /health names the dead copy, and the copy comes back
+and serves again. Every wait is bounded by `PHASE_S`.
 
-The requests go through `Deployment.submit`: the HTTP layer's mapping of a 503 and of a failed
-stream (an aborted response) is the same for any `WorkerDied` and is tested in `test_chaos`."""
+A client cannot see which copy serves it, so the app is given the deployment through `Bound`,
+which notes the copy each request was bound to by its text (every request speaks its own)."""
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 import os
 import signal
-import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import httpx
 import pytest
 
 from launcher import launch
-from launcher.errors import RequestFailed
+from launcher.serving.http import create_app
 
 from tests.launcher import plans
+from tests.launcher.chaos_load import Load, served, speech_outcome
 from tests.launcher.conftest import DEVICE, TINY
 from tests.launcher.control.test_copies import with_copies
 from tests.processes import gone
@@ -25,107 +31,137 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 PHASE_S = 30.0
-TEXT = "One of two vocoder copies dies."
-# A vocoder that takes its time (asleep, as on a device) between its chunks: a request it
-# streams is held there long enough for the kill to land mid-stream.
+# A vocoder that takes its time (asleep, as on a device) before each chunk: it is called for each
+# of the generator's chunks, so a request is on it long enough (a second or so) for the kill to
+# land mid-stream, and mid-way through a whole request.
 SLOW_VOCODER = (("device_ms", 50.0), ("chunks", 2), ("audio_ms", 120.0))
 
 
-def wait_for(predicate, what: str):
+def wait_for(predicate, what):
     return wait_until(predicate, PHASE_S, what)
 
 
-class Load:
-    """Client threads streaming requests in a loop; each outcome is (submitted at, the copy it
-    was bound to, "ok" | "failed-<status>" | "refused-<status>"). `streaming_on(copy)` arms an
-    event set once a request bound to `copy` has had its first chunk, and not its last."""
+class Bound:
+    """The deployment as the app sees it, noting each request's handle by its text."""
 
-    def __init__(self, deployment, clients: int = 4) -> None:
-        self.d, self.outcomes, self.stop = deployment, [], threading.Event()
-        self.armed: tuple[str, threading.Event, list] | None = None
-        self.threads = [threading.Thread(target=self._client) for _ in range(clients)]
+    def __init__(self, deployment) -> None:
+        self._d, self.handles = deployment, {}
 
-    def streaming_on(self, copy: str) -> tuple[threading.Event, list]:
-        event, which = threading.Event(), []
-        self.armed = (copy, event, which)
-        return event, which
+    def __getattr__(self, name):
+        return getattr(self._d, name)
 
-    def _client(self) -> None:
-        while not self.stop.is_set():
-            started = time.monotonic()
-            try:
-                handle = self.d.submit(TEXT, stream=True)
-            except RequestFailed as exc:
-                self.outcomes.append((started, None, f"refused-{exc.status}", None))
-                self.stop.wait(0.05)
-                continue
-            copy = handle.copies["vocoder"]
-            try:
-                for n, _ in enumerate(handle.chunks(PHASE_S)):
-                    armed = self.armed
-                    if n == 0 and armed is not None and armed[0] == copy and \
-                            not armed[1].is_set():
-                        armed[2].append(handle.id)
-                        armed[1].set()
-                outcome = "ok"
-            except RequestFailed as exc:
-                outcome = f"failed-{exc.status}"
-            self.outcomes.append((started, copy, outcome, handle.id))
+    def submit(self, text, *args, **kwargs):
+        handle = self._d.submit(text, *args, **kwargs)
+        self.handles[text] = handle
+        return handle
 
-    def ok_on(self, copy: str, after: float = 0.0) -> int:
-        return sum(c == copy and o == "ok" and s > after for s, c, o, _ in list(self.outcomes))
+    def copy_of(self, text: str) -> str | None:
+        handle = self.handles.get(text)
+        return None if handle is None else handle.copies["vocoder"]
 
-    def __enter__(self) -> Load:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(PHASE_S + 5)
+    def in_flight_on(self, copy: str) -> set[str]:
+        return {t for t, h in list(self.handles.items())
+                if not h.done and h.copies["vocoder"] == copy}
 
 
-def test_killing_one_copy_fails_only_its_requests_and_the_copy_comes_back():
+@contextmanager
+def posting(url: str, clients: int = 4) -> Iterator[Load]:
+    """Client threads posting in a loop, odd ones streamed, each request a text of its own; each
+    outcome is (started at, text, streamed, how it ended). `load.receiving` holds the texts of
+    the streams whose 200 is in and whose body is not."""
+    https = [httpx.Client(base_url=url, timeout=PHASE_S) for _ in range(clients)]
+    numbers = itertools.count()
+    receiving: set[str] = set()
+
+    def one(i: int) -> tuple[float, str, bool, str]:
+        started, stream = time.monotonic(), bool(i % 2)
+        text = f"Request {next(numbers)} to two vocoder copies."
+
+        def on_status(status: int) -> None:
+            if stream and status == 200:
+                receiving.add(text)
+
+        outcome = speech_outcome(https[i], {"input": text, "stream": stream}, on_status)
+        receiving.discard(text)
+        return started, text, stream, outcome
+
+    try:
+        with Load(one, clients, PHASE_S + 5) as load:
+            load.receiving = receiving
+            yield load
+    finally:
+        for c in https:
+            c.close()
+
+
+def processes(url: str) -> tuple[int, dict, dict[str, dict]]:
+    r = httpx.get(f"{url}/health", timeout=PHASE_S)
+    report = r.json()
+    return r.status_code, report, {p["name"]: p for p in report["processes"]}
+
+
+def test_killing_one_copy_over_http_fails_only_its_requests_and_the_copy_comes_back():
     plan = with_copies(plans.qwen3("vocoder", vocoder_factory="launcher.synthetic:stage",
                                    vocoder_args=SLOW_VOCODER), "vocoder", 2)
-    with launch(plan, device=DEVICE, factory_defaults=TINY) as d, Load(d) as load:
-        wait_for(lambda: load.ok_on("vocoder.0") >= 2 and load.ok_on("vocoder.1") >= 2,
-                 "both copies serving")
-        event, victim = load.streaming_on("vocoder.0")
-        wait_for(event.is_set, "a request streaming from vocoder.0")
-        dead = d.worker_pids()["vocoder.0"]
-        os.kill(dead, signal.SIGKILL)
-        wait_for(lambda: gone(dead), "vocoder.0 to die")
-        killed_at = time.monotonic()
+    with launch(plan, device=DEVICE, factory_defaults=TINY) as d:
+        bound = Bound(d)
 
-        # /health names the dead copy at once; the group is still served.
-        health = {p["name"]: p for p in d.health()["processes"]}
-        assert d.health()["status"] == "degraded"
-        assert health["vocoder.0"]["state"] != "ready" and health["vocoder.1"]["state"] == "ready"
-        # A request now goes to the live copy and is served while the dead one is away.
-        during = d.submit(TEXT, stream=True)
-        assert during.copies == {"vocoder": "vocoder.1"}
-        assert during.result(PHASE_S).samples.numel() > 0
-        died = wait_for(lambda: {p["name"]: p for p in d.health()["processes"]}["vocoder.0"]
-                        ["death"], "the death on /health")
-        assert "vocoder.0" in died and "SIGKILL" in died
+        def ok_on(load, copy: str, after: float = 0.0) -> int:
+            return sum(o == "ok" and s > after and bound.copy_of(t) == copy
+                       for s, t, _, o in list(load.outcomes))
 
-        # The copy comes back alone, and serves again.
-        wait_for(lambda: d.health()["status"] == "ok"
-                 and d.worker_pids().get("vocoder.0") not in (None, dead), "vocoder.0 back")
-        back_at = time.monotonic()
-        wait_for(lambda: load.ok_on("vocoder.0", back_at) >= 2, "vocoder.0 serving again")
-        restarts = {p["name"]: p["restarts"] for p in d.health()["processes"]}
+        def so_far(what: str):
+            return lambda: (f"{what}; requests so far (streamed, copy, outcome): " + str(
+                Counter((st, bound.copy_of(t), o) for _, t, st, o in list(load.outcomes))))
+
+        with served(create_app(bound, plans.topology(plan)), PHASE_S) as url, \
+                posting(url) as load:
+            wait_for(lambda: ok_on(load, "vocoder.0") >= 2 and ok_on(load, "vocoder.1") >= 2,
+                     "both copies serving")
+            dead = processes(url)[2]["vocoder.0"]["pid"]
+
+            def victims() -> tuple[set[str], set[str]] | None:
+                """A stream mid-body and a whole request, both in flight on vocoder.0 now."""
+                on = bound.in_flight_on("vocoder.0")
+                streams = on & set(load.receiving)
+                whole = {t for t in on if not bound.handles[t].stream}
+                return (streams, whole) if streams and whole else None
+
+            streams, whole = wait_for(victims, so_far("a stream and a whole request on "
+                                                      "vocoder.0"))
+            os.kill(dead, signal.SIGKILL)
+            wait_for(lambda: gone(dead), "vocoder.0 to die")
+            killed_at = time.monotonic()
+
+            # /health names the dead copy at once (a 503: degraded); the group is still served.
+            status, report, health = processes(url)
+            assert (status, report["status"]) == (503, "degraded")
+            assert health["vocoder.0"]["state"] != "ready"
+            assert health["vocoder.1"]["state"] == "ready"
+            died = wait_for(lambda: processes(url)[2]["vocoder.0"]["death"], "the death on /health")
+            assert "vocoder.0" in died and "SIGKILL" in died
+
+            # The copy comes back alone, and serves again.
+            wait_for(lambda: processes(url)[0] == 200, "/health ok again")
+            back = processes(url)[2]
+            assert back["vocoder.0"]["state"] == "ready" and back["vocoder.0"]["pid"] != dead
+            back_at = time.monotonic()
+            wait_for(lambda: ok_on(load, "vocoder.0", back_at) >= 1,
+                     so_far("vocoder.0 serving again"))
+            restarts = {name: p["restarts"] for name, p in processes(url)[2].items()}
 
     outcomes = list(load.outcomes)
-    print("copies chaos outcomes:", {o: sum(x[2] == o for x in outcomes)
-                                     for o in {x[2] for x in outcomes}})
-    assert {o for _, _, o, _ in outcomes} <= {"ok", "failed-503"}  # no refusal, no hang, no 500
-    failed = [(c, rid) for _, c, o, rid in outcomes if o != "ok"]
-    assert failed and all(c == "vocoder.0" for c, _ in failed), failed
-    assert victim[0] in {rid for _, rid in failed}  # the one it was streaming, mid-stream
-    # Nothing failed long after the kill: only requests bound to the copy while it was down.
-    assert all(s < back_at for s, _, o, _ in outcomes if o != "ok")
-    assert load.ok_on("vocoder.1", killed_at) >= 1
+    print("copies chaos outcomes:", {o: sum(x[3] == o for x in outcomes)
+                                     for o in {x[3] for x in outcomes}})
+    failed = {t: (stream, o) for _, t, stream, o in outcomes if o != "ok"}
+    # The whole request in flight on the killed copy answered 503 (with when to retry); the
+    # stream it was feeding was cut, which the client sees as an error, not a short body.
+    assert all(failed.get(t) == (False, "refused") for t in whole), (whole, failed)
+    assert all(failed.get(t) == (True, "aborted") for t in streams), (streams, failed)
+    # Nothing else failed: no request on the other copy, nothing long after the kill, no hang,
+    # no 500. A stream bound to the dead copy before its 200 gets a 503 (refused) too.
+    assert {bound.copy_of(t) for t in failed} == {"vocoder.0"}, failed
+    assert {o for _, o in failed.values()} <= {"refused", "aborted"}, failed
+    assert all(s < back_at for s, _, _, o in outcomes if o != "ok")
+    assert ok_on(load, "vocoder.1", killed_at) >= 1
     assert restarts == {"pipeline": 0, "vocoder.0": 1, "vocoder.1": 0}

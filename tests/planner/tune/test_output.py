@@ -13,6 +13,7 @@ from rich.console import Console
 from planner.tune.report import render_choice
 from planner.tune.choose import TIE, choose, score, tie_note, why
 from planner.tune.model import Workload
+from planner.tune.verify import Measured
 from planner.app.tune_verify import bench_name
 from tests.planner.tune.test_model import chain, profile
 
@@ -87,7 +88,7 @@ def test_measured_columns_say_prediction_error_not_err():
     pl, prof = four()
     choice = choose(pl, prof, (Workload(concurrency=4),))
     got = choice.ranked[0].predicted[0].throughput_rps / 1.1
-    out = rendered(choice, prof, measured={0: [{"throughput_rps": got}]})
+    out = rendered(choice, prof, measured=Measured({0: [{"throughput_rps": got}]}))
     assert "pred." in out and "error" in out and "+10%" in out
     assert not re.search(r"\berr\b", out)
 
@@ -135,8 +136,8 @@ def test_written_to_a_file_every_number_is_whole_however_many_columns():
     pl, prof = four()
     loads = (Workload(concurrency=1), Workload(concurrency=4), Workload(concurrency=16))
     choice = choose(pl, prof, loads)
-    measured = {i: [{"throughput_rps": 123.456 + i, "latency_p50_ms": 10.0}] * 3
-                for i in range(len(choice.ranked))}
+    measured = Measured({i: [{"throughput_rps": 123.456 + i, "latency_p50_ms": 10.0}] * 3
+                         for i in range(len(choice.ranked))})
     buf = io.StringIO()
     render_choice(Console(file=buf, width=120, soft_wrap=True), choice, prof, why(choice),
                   measured)

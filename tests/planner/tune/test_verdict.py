@@ -8,7 +8,7 @@ from rich.console import Console
 from planner.tune.report import choice_dict, render_choice
 from planner.tune.choose import TIE, choose
 from planner.tune.model import Workload
-from planner.tune.verify import verdict
+from planner.tune.verify import Measured, verdict
 from tests.planner.tune.test_model import chain, profile
 
 
@@ -33,7 +33,7 @@ def rendered(choice, prof, measured, judged):
 
 def test_the_pick_measured_best_is_confirmed():
     choice, prof = a_choice()
-    measured = {0: served(200.0), 1: served(120.0)}
+    measured = Measured({0: served(200.0), 1: served(120.0)})
     v = verdict(choice, measured)
     assert (v.best, v.overturned, v.served) == (0, False, 2)
     assert "measured best of the 2 served" in rendered(choice, prof, measured, v)
@@ -41,7 +41,7 @@ def test_the_pick_measured_best_is_confirmed():
 
 def test_a_lead_within_a_tie_keeps_the_pick():
     choice, prof = a_choice()
-    measured = {0: served(100.0), 1: served(100.0 * (1 + TIE / 2))}
+    measured = Measured({0: served(100.0), 1: served(100.0 * (1 + TIE / 2))})
     v = verdict(choice, measured)
     assert v.best == 1 and not v.overturned
     out = rendered(choice, prof, measured, v)
@@ -50,7 +50,7 @@ def test_a_lead_within_a_tie_keeps_the_pick():
 
 def test_a_clear_measured_winner_is_what_tune_recommends():
     choice, prof = a_choice()
-    measured = {0: served(100.0), 1: served(130.0)}
+    measured = Measured({0: served(100.0), 1: served(130.0)})
     v = verdict(choice, measured)
     assert v.best == 1 and v.overturned and abs(v.gain - 1.3) < 1e-9
     out = rendered(choice, prof, measured, v)
@@ -64,21 +64,21 @@ def test_a_clear_measured_winner_is_what_tune_recommends():
 
 def test_a_placement_that_failed_requests_cannot_win():
     choice, prof = a_choice()
-    v = verdict(choice, {0: served(100.0), 1: served(300.0, errors=3)})
+    v = verdict(choice, Measured({0: served(100.0), 1: served(300.0, errors=3)}))
     assert v.best == 0 and v.served == 1
 
 
 def test_lower_latency_wins_when_the_objective_is_latency():
     pl, prof = chain("a", "b"), profile({"a": (4.0, 0.0, 0.0), "b": (4.0, 0.0, 0.0)}, cores=4)
     choice = choose(pl, prof, (Workload(concurrency=1),), objective="latency")
-    measured = {0: served(50.0, p50=20.0), 1: served(50.0, p50=10.0)}
+    measured = Measured({0: served(50.0, p50=20.0), 1: served(50.0, p50=10.0)})
     v = verdict(choice, measured)
     assert v.best == 1 and v.overturned and abs(v.gain - 2.0) < 1e-9
 
 
 def test_no_verdict_without_a_measurement_of_the_pick():
     choice, _ = a_choice()
-    assert verdict(choice, {1: served(100.0)}) is None
+    assert verdict(choice, Measured({1: served(100.0)})) is None
 
 
 def test_verify_serves_its_placements_in_interleaved_rounds():
@@ -134,7 +134,8 @@ def test_verify_reports_every_placement_it_serves(tmp_path):
         names, results = _bench_runs(pl, cmd)
         (tmp_path / "results.json").write_text(json.dumps(results))
         measured = read_results(tmp_path / "results.json", choice, picked)
-        served = {i for i, rows in measured.items() if rows[0]["throughput_rps"]}
+        assert measured.excluded_baseline is None  # the declared topology is ranked here
+        served = {i for i, rows in measured.ranked.items() if rows[0]["throughput_rps"]}
         # every placement bench serves is reported, and it is the top k (plus the declared)
         assert len(served) == len(names)
         assert served == set(range(k)) | {choice.ranked.index(choice.declared)}
@@ -147,8 +148,8 @@ def test_a_pick_served_alone_is_not_said_to_have_beaten_anything():
     pl = chain("a", "b", "c")
     prof = profile({"a": (2.0, 0.0, 0.0), "b": (6.0, 0.0, 0.0), "c": (3.0, 0.0, 0.0)}, cores=2)
     choice = choose(pl, prof, (Workload(concurrency=1),))
-    v = verdict(choice, {0: served(100.0)})
-    out = rendered(choice, prof, {0: served(100.0)}, v)
+    v = verdict(choice, Measured({0: served(100.0)}))
+    out = rendered(choice, prof, Measured({0: served(100.0)}), v)
     assert "only declared was served, so nothing was compared" in out
     assert "measured best" not in out
 
@@ -177,6 +178,7 @@ def test_the_declared_topology_served_while_excluded_is_reported(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps(results))
     measured = read_results(tmp_path / "results.json", choice, picked)
     assert len(measured) == len(names)  # every served placement is in what tune reads back
+    assert set(measured.ranked) == {0}  # the baseline is told apart, not ranked
     v = verdict(choice, measured)
     assert v.served == 1 and v.best == 0  # the excluded one is reported, never recommended
     out = rendered(choice, prof, measured, v)
