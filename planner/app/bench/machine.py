@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from planner.cluster import usable_cpus
+from planner.cpus import usable_cpus
 
 PACKAGES = ("stage-planner", "torch", "starlette", "uvicorn", "httpx", "ortools", "rich",
             "matplotlib")
