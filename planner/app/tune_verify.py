@@ -77,6 +77,8 @@ def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
             "--device", args.device, "--rounds", str(min(args.rounds, args.requests))]
     if args.stand_in_size:
         cmd += ["--stand-in-size", args.stand_in_size]
+    if args.objective == "ttfa":  # measured of the request kind predicted (streamed)
+        cmd += ["--stream"]
     return cmd
 
 
