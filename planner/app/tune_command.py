@@ -142,7 +142,7 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     reason = why(choice)
     measured: dict[int, list[dict[str, Any]]] = {}
     judged = None
-    if args.verify:
+    if args.verify and not rate_question:  # a rate question serves its own plans, below
         from planner.app.tune_verify import verify
         from planner.tune.verify import verdict
 
@@ -150,8 +150,12 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         judged = verdict(choice, measured)
     result = choice_dict(choice, profile, reason, measured, judged)
     answer = tune_rate.ask(choice, profile, tune_rate.targets(args)) if rate_question else None
+    verified = None
     if answer is not None:
         result = tune_rate.finish(answer, choice, result, profile)
+        if args.verify:
+            verified = tune_rate.verify(args, answer, output, err)
+            result["rate_question"]["verified"] = tune_rate.verified_dict(args, verified)
     try:
         output.mkdir(parents=True, exist_ok=True)
         (output / "tune.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -160,7 +164,7 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.format == "json":
         print(json.dumps(result, indent=2))
     elif answer is not None:
-        tune_rate.render(out, answer, profile)
+        tune_rate.render(out, answer, profile, args, verified)
     else:
         render_choice(out, choice, profile, reason, measured, judged)
     # Nothing meets the constraints: infeasible (1), as `planner solve` says of a request no
