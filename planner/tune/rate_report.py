@@ -200,7 +200,7 @@ def verdict_text(v: RateVerdict) -> str:
             met = [s for s in v.served if s.meets]
             parts[-1] += (f"; of the plans served, {_name(met[0].estimate)} met: the model was "
                           "optimistic here" if met else "; no plan served met: the model was "
-                          "optimistic here (see the replicas tune names with a lower target)")
+                          "optimistic here")
     elif "closest" in by_role:
         parts.append(_served_line(by_role["closest"], "no plan was predicted to meet; the closest"))
     if "cheaper" in by_role:

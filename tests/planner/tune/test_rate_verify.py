@@ -97,7 +97,8 @@ def test_every_target_is_judged_and_the_json_carries_predicted_beside_measured()
     assert data["pick_meets"] is False and data["cheaper_misses"] is True
     assert data["requests"] == 300 and data["stream"] is True
     pick = data["plans"][0]
-    assert pick["role"] == "pick" and pick["flags"] == list(planner.flags(a.pick.candidate.requests))
+    assert pick["role"] == "pick"
+    assert pick["flags"] == list(planner.flags(a.pick.candidate.requests))
     assert [(t["target"], t["measured_ms"], t["met"]) for t in pick["targets"]] == [
         ("ttfa_p99_ms", 120.0, True), ("latency_p99_ms", 450.0, False)]
     assert pick["targets"][0]["predicted"]["median"] == pytest.approx(
