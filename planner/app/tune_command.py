@@ -28,8 +28,32 @@ def workloads(args: argparse.Namespace) -> tuple[Workload, ...]:
     return tuple(out) or (Workload(concurrency=1), Workload(concurrency=4))
 
 
+def streamed_question(args: argparse.Namespace) -> bool:
+    """Whether the question is about streamed responses: one on first audio (a rate with a TTFA
+    target, `--objective ttfa`). Throughput and latency are asked of whole responses, as
+    `planner bench` sends them unless given --stream."""
+    return bool(tune_rate.targets(args)) or args.objective == "ttfa"
+
+
+def profile_kind(args: argparse.Namespace, pipeline: planner.Pipeline) -> bool:
+    """The request kind to profile (True: streamed): the question's, where the pipeline streams;
+    one that does not sends every response whole, so its stages are profiled so."""
+    return streamed_question(args) and any(s.stream_to for s in pipeline.stages)
+
+
+def _kind_note(profile: Profile, stream: bool, source: str) -> str:
+    def kind(streamed: bool) -> str:
+        return "streamed responses" if streamed else "whole responses"
+    return (f"tune: note: {source} was profiled with {kind(profile.stream)}, and this question "
+            f"is about {kind(stream)}; a stage may do different work for each (piper-joe's "
+            "acoustic stage cuts only a streamed response into chunks, so first audio comes "
+            "early), so the predictions may be of the other kind: drop --profile to profile "
+            "the kind asked")
+
+
 def _profile(args: argparse.Namespace, pipeline: planner.Pipeline, err: Console,
              output: Path) -> Profile:
+    stream = profile_kind(args, pipeline)
     if args.profile:
         try:
             profile = Profile.load(args.profile)
@@ -42,6 +66,8 @@ def _profile(args: argparse.Namespace, pipeline: planner.Pipeline, err: Console,
                 f"{', '.join(p.name for p in profile.stages)}), not {pipeline.name}"
                 + (f" (missing {', '.join(missing)})" if missing else "")
                 + "; profile this pipeline with `planner tune` without --profile")
+        if profile.stream != stream and any(s.stream_to for s in pipeline.stages):
+            err.print(_kind_note(profile, stream, args.profile))
         return profile
     try:
         from planner.app.profiling import measure
@@ -64,7 +90,7 @@ def _profile(args: argparse.Namespace, pipeline: planner.Pipeline, err: Console,
     profile = measure(declared.plan, requests=args.profile_requests, device=args.device,
                       factory_defaults=defaults, seed=args.seed,
                       progress=lambda m: err.print(f"tune: {m}"),
-                      served=calibration_plan(pipeline, declared.plan))
+                      served=calibration_plan(pipeline, declared.plan), stream=stream)
     output.mkdir(parents=True, exist_ok=True)
     profile.save(output / "profile.json")
     err.print(f"tune: profiled in {time.perf_counter() - t0:.1f} s -> {output / 'profile.json'}")
@@ -116,7 +142,7 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     reason = why(choice)
     measured = None
     judged = None
-    if args.verify:
+    if args.verify and not rate_question:  # a rate question serves its own plans, below
         from planner.app.tune_verify import verify
         from planner.tune.verify import verdict
 
@@ -124,8 +150,12 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         judged = verdict(choice, measured)
     result = choice_dict(choice, profile, reason, measured, judged)
     answer = tune_rate.ask(choice, profile, tune_rate.targets(args)) if rate_question else None
+    verified = None
     if answer is not None:
         result = tune_rate.finish(answer, choice, result, profile)
+        if args.verify:
+            verified = tune_rate.verify(args, answer, output, err)
+            result["rate_question"]["verified"] = tune_rate.verified_dict(args, verified)
     try:
         output.mkdir(parents=True, exist_ok=True)
         (output / "tune.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -134,7 +164,7 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.format == "json":
         print(json.dumps(result, indent=2))
     elif answer is not None:
-        tune_rate.render(out, answer, profile)
+        tune_rate.render(out, answer, profile, args, verified)
     else:
         render_choice(out, choice, profile, reason, measured, judged)
     # Nothing meets the constraints: infeasible (1), as `planner solve` says of a request no

@@ -5,6 +5,7 @@ ask it, what is refused, what it prints and returns); the question itself is
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.tune.choose import Choice
@@ -16,6 +17,8 @@ from planner.tune.workload import Workload
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from planner.tune.rate_verify import RateVerdict
 
 TTFA_FLAGS = {50: "--ttfa-p50-ms", 90: "--ttfa-p90-ms", 99: "--ttfa-p99-ms"}
 
@@ -54,11 +57,6 @@ def check(args: argparse.Namespace, model: str) -> None:
             f"{' and '.join(asked)} is answered for one rate, and --rate was given "
             f"{len(args.rate)} times ({', '.join(f'{r:g}' for r in args.rate)}); ask once per "
             f"rate, e.g. {example}")
-    if args.verify:
-        raise TuneError(
-            f"--verify serves the throughput ranking's top plans, not a rate question's pick; "
-            f"drop --verify, and serve the pick with the `run it:` command tune prints "
-            f"(e.g. {example})")
 
 
 def workload(args: argparse.Namespace) -> Workload:
@@ -83,7 +81,28 @@ def finish(answer_: RateAnswer, choice: Choice, result: dict[str, Any],
             "rate_question": rate_dict(answer_, profile.model)}
 
 
-def render(console: Console, answer_: RateAnswer, profile: Profile) -> None:
+def verify(args: argparse.Namespace, answer_: RateAnswer, output: Path,
+           err: Console) -> RateVerdict:
+    """--verify K: serve the pick, the cheaper plan and K - 1 more finalists at the rate."""
+    from planner.app.tune_rate_verify import verify as serve
+
+    return serve(args, answer_, output, err)
+
+
+def verified_dict(args: argparse.Namespace, verdict: RateVerdict) -> dict[str, Any]:
+    from planner.app.tune_rate_verify import requests
+    from planner.tune.rate_report import verified_dict as as_dict
+
+    return as_dict(verdict, requests(args))
+
+
+def render(console: Console, answer_: RateAnswer, profile: Profile, args: argparse.Namespace,
+           verified: RateVerdict | None) -> None:
     from planner.tune.rate_report import render_rate
 
     render_rate(console, answer_, profile)
+    if verified is not None:
+        from planner.app.tune_rate_verify import requests
+        from planner.tune.rate_report import render_verified
+
+        render_verified(console, verified, requests(args))

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from planner.tune.choose import Candidate, Choice
 
 
+# Measured requests per placement and workload when verifying the ranking, as `planner bench`'s
+# default, so that a prediction (of a workload of as many) is the figure such a run gives.
+DEFAULT_REQUESTS = 96
+
+
 def bench_name(c: Candidate) -> str:
     """The candidate's flags as a bench placement name (letters, digits and `_.+:@-`): e.g.
     `isolate:vocoder` for `--isolate-stage vocoder`, `pre@p2` for `--stage-process pre=p2`,
@@ -51,8 +56,8 @@ def to_serve(choice: Choice, k: int) -> list[int]:
     return [i for i, c in enumerate(choice.ranked[:k]) if c.requests]
 
 
-def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
-                  output: Path) -> list[str]:
+def bench_base(args: argparse.Namespace) -> list[str]:
+    """`planner bench` for the pipeline tune was asked about."""
     cmd = [sys.executable, "-m", "planner", "bench"]
     if args.model_path:
         cmd += ["--model-path", args.model_path]
@@ -60,6 +65,12 @@ def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
         cmd += ["--config", str(args.config)]
     if args.variant:
         cmd += ["--variant", args.variant]
+    return cmd
+
+
+def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
+                  output: Path) -> list[str]:
+    cmd = bench_base(args)
     for i, name in _names(choice, picked).items():
         cmd += ["--placement", f"{name}={command_line(choice.ranked[i].requests)}"]
     if not picked:
@@ -69,10 +80,13 @@ def bench_command(args: argparse.Namespace, choice: Choice, picked: list[int],
     for w in choice.workloads:
         cmd += (["--concurrency", str(w.concurrency)] if w.concurrency is not None
                 else ["--rate", f"{w.rate:g}"])
-    cmd += ["--requests", str(args.requests), "--output", str(output), "--seed", str(args.seed),
-            "--device", args.device, "--rounds", str(min(args.rounds, args.requests))]
+    requests = args.requests or DEFAULT_REQUESTS
+    cmd += ["--requests", str(requests), "--output", str(output), "--seed", str(args.seed),
+            "--device", args.device, "--rounds", str(min(args.rounds, requests))]
     if args.stand_in_size:
         cmd += ["--stand-in-size", args.stand_in_size]
+    if choice.objective == "ttfa":  # measured of the request kind predicted (streamed)
+        cmd += ["--stream"]
     return cmd
 
 
@@ -107,14 +121,21 @@ def read_results(path: Path, choice: Choice, picked: list[int]) -> Measured:
     return Measured(ranked, excluded_baseline=baseline)
 
 
+def run_bench(cmd: list[str], output: Path, err: Console) -> Path:
+    """Run `planner bench` as `cmd` (writing to `output`) and return its results.json."""
+    err.print(f"tune: verifying with {shlex.join(['planner', *cmd[3:]])}")
+    results = output / "results.json"
+    results.unlink(missing_ok=True)  # an earlier run's results are not this one's
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0 and not results.exists():
+        last = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
+        raise TuneError(f"verification could not run: planner bench exited with "
+                        f"{done.returncode}: {last[0]}")
+    return results
+
+
 def verify(args: argparse.Namespace, choice: Choice, k: int, err: Console) -> Measured:
     picked = to_serve(choice, k)
     output = Path(args.output or f"tune-results/{choice.declared.plan.model}") / "verify"
-    cmd = bench_command(args, choice, picked, output)
-    err.print(f"tune: verifying with {shlex.join(['planner', *cmd[3:]])}")
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    results = output / "results.json"
-    if done.returncode not in (0,) and not results.exists():
-        raise TuneError(f"verification could not run: planner bench exited with "
-                        f"{done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
-    return read_results(results, choice, picked)
+    return read_results(run_bench(bench_command(args, choice, picked, output), output, err),
+                        choice, picked)

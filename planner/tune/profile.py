@@ -121,6 +121,11 @@ class Profile:
     # into lock-holding and native work is less certain: see `planner.app.profiling.lock_sampling.LockProbe`.
     core_wait_share: float = 0.0
     note: str = ""
+    # The request kind profiled: True, streamed responses (each request's payload says
+    # `"stream": true`, as `planner bench --stream` and a streaming client ask); False, whole
+    # responses, as a profile saved before this field was. A stage may do different work for
+    # each (piper-joe's acoustic stage cuts a streamed response into chunks, a whole one not).
+    stream: bool = False
 
     def stage(self, name: str) -> StageProfile:
         for s in self.stages:
@@ -190,6 +195,9 @@ def _fields(where: str, data: Any, optional: frozenset[str] = frozenset()) -> No
                 raise ValueError(f"{at} is {_kind(value)}, not a string")
         elif value is None and key in optional:
             continue
+        elif key == "stream":
+            if not isinstance(value, bool):
+                raise ValueError(f"{at} is {_kind(value)}, not true or false")
         elif key == "native_ms_by_threads":
             _by_threads(at, value)
         elif key not in ("stages", "handoff", "request_scale", "format"):

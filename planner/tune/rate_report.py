@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.flags import command_line, flags
 from planner.tune.rate_question import Band, Estimate, RateAnswer
+from planner.tune.rate_verify import Check, RateVerdict, Served
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -163,4 +164,101 @@ def rate_dict(a: RateAnswer, model: str) -> dict[str, Any]:
                 None if a.replicas.count is None else a.rate / a.replicas.count),
             "predicted": estimate_dict(a.replicas.per_replica)["predicted"]},  # type: ignore[index]
         "unmet": None if a.met else unmet_paragraph(a, model),
+    }
+
+
+def _measured(c: Check) -> str:
+    return "-" if c.measured_ms is None else f"{c.measured_ms:.0f} ms"
+
+
+def _outcome(s: Served, c: Check) -> str:
+    if c.met is None:
+        return "not measured"
+    return ("met" if c.met else "missed") + (f" ({s.errors} failed)" if s.errors else "")
+
+
+def _served_line(s: Served, what: str) -> str:
+    """`what` of one served plan, with its worst-measured target."""
+    name = f"{_name(s.estimate)} ({_cost(s.estimate)})"
+    if s.meets is None:
+        return f"{what} {name} went unmeasured (see verify/results.json)"
+    c = max(s.checks, key=lambda c: (c.measured_ms or 0.0) / c.target.ms)
+    sign = "<=" if c.met else ">"
+    failed = f", {s.errors} of {s.requests} requests failed" if s.errors else ""
+    return (f"{what} {name} {'meets' if s.meets else 'misses'} when served: {c.target.label} "
+            f"{c.measured_ms:.0f} ms {sign} {c.target.ms:g} ms (predicted {_band(c.predicted)})"
+            f"{failed}")
+
+
+def verdict_text(v: RateVerdict) -> str:
+    """The overall verdict: does the pick meet when served, does the cheaper plan miss."""
+    by_role = {s.role: s for s in v.served}
+    parts = []
+    if "pick" in by_role:
+        parts.append(_served_line(by_role["pick"], "the pick"))
+        if v.pick_meets is False:
+            met = [s for s in v.served if s.meets]
+            parts[-1] += (f"; of the plans served, {_name(met[0].estimate)} met: the model was "
+                          "optimistic here" if met else "; no plan served met: the model was "
+                          "optimistic here")
+    elif "closest" in by_role:
+        parts.append(_served_line(by_role["closest"], "no plan was predicted to meet; the closest"))
+    if "cheaper" in by_role:
+        parts.append(_served_line(by_role["cheaper"], "the cheaper"))
+        if v.cheaper_misses is False:
+            parts[-1] += ("; the model was cautious here: serve it with more --requests before "
+                          "choosing it")
+        elif v.cheaper_misses:
+            parts[-1] += ", as predicted"
+    return "; ".join(parts) + "."
+
+
+def render_verified(console: Console, v: RateVerdict, requests: int) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from planner.tune.report import print_unsqueezed
+
+    kind = "streamed" if v.stream else "whole-response"
+    t = Table(title=f"served at {v.rate:g} req/s (open loop, Poisson arrivals; {requests} "
+                    f"{kind} requests each): predicted median (low-high) beside measured",
+              title_justify="left")
+    for col in ("plan", "role", "target", "predicted", "measured", "", "stalled"):
+        t.add_column(col, justify="right" if col in ("predicted", "measured", "stalled")
+                     else "left", no_wrap=col == "plan")
+    for s in v.served:
+        stalled = "-" if s.stalled_share is None else f"{s.stalled_share:.0%}"
+        for i, c in enumerate(s.checks):
+            t.add_row(s.estimate.candidate.name if i == 0 else "", s.role if i == 0 else "",
+                      f"{c.target.label} <= {c.target.ms:g} ms", _band(c.predicted),
+                      _measured(c), _outcome(s, c), stalled if i == 0 else "",
+                      style="bold" if s.role == "pick" else "")
+    print_unsqueezed(console, t)
+    console.print(Text("verified: ", style="bold") + Text(verdict_text(v)))
+
+
+def verified_dict(v: RateVerdict, requests: int) -> dict[str, Any]:
+    return {
+        "rate": v.rate,
+        "stream": v.stream,
+        "requests": requests,
+        "pick_meets": v.pick_meets,
+        "cheaper_misses": v.cheaper_misses,
+        "confirmed": v.confirmed,
+        "plans": [{
+            "role": s.role,
+            "flags": list(flags(s.estimate.candidate.requests)),
+            "requests": s.requests,
+            "errors": s.errors,
+            "stalled_share": s.stalled_share,
+            "meets": s.meets,
+            "targets": [{
+                "target": c.target.key, "ms": c.target.ms,
+                "predicted": {"median": round(c.predicted.median, 2),
+                              "low": round(c.predicted.low, 2),
+                              "high": round(c.predicted.high, 2)},
+                "measured_ms": None if c.measured_ms is None else round(c.measured_ms, 2),
+                "met": c.met} for c in s.checks],
+        } for s in v.served],
+        "verdict": verdict_text(v),
     }

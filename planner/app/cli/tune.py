@@ -40,11 +40,14 @@ def add_parser(sub) -> None:
                         "(default: also give the best placements' busiest stages more threads "
                         "and their processes more copies, within the machine's CPUs)")
     p.add_argument("--verify", type=positive(int), metavar="K",
-                   help="serve the top K and the declared topology under the same load")
-    p.add_argument("--requests", type=positive(int), default=96, metavar="N",
+                   help="serve the top K and the declared topology under the same load (a "
+                        "rate question: its pick, the cheaper plan it names and K - 1 more "
+                        "finalists, open loop at the rate)")
+    p.add_argument("--requests", type=positive(int), metavar="N",
                    help="measured requests per placement and workload when verifying (default "
                         "96, as planner bench: --verify can change the recommendation, and 48 "
-                        "left a placement 5-15%% apart between runs)")
+                        "left a placement 5-15%% apart between runs; a rate question's 300, "
+                        "for a p99)")
     p.add_argument("--rounds", type=positive(int), default=3, metavar="N",
                    help="with --verify: measure in N interleaved rounds, as planner bench "
                         "--rounds (default 3: on a shared machine the speed drifts by more than "

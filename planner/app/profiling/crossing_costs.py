@@ -82,10 +82,10 @@ def _tree_cpu_s(pid: int) -> float:
     return sum(process_cpu_s(p) or 0.0 for p in tree)
 
 
-def _serve_null(stage: dict[str, Any], requests: int) -> tuple[float, float]:
+def _serve_null(stage: dict[str, Any], requests: int, stream: bool) -> tuple[float, float]:
     """Serve a pipeline of one stage that does no work as `planner bench` serves it, drive it one
-    request at a time with the bench's own client: per request (serving-side CPU ms, client CPU
-    ms)."""
+    request at a time with the bench's own client (streamed responses if `stream`): per request
+    (serving-side CPU ms, client CPU ms)."""
     import resource
     import tempfile
 
@@ -102,14 +102,14 @@ def _serve_null(stage: dict[str, Any], requests: int) -> tuple[float, float]:
         with Server(ServerSpec(None, path, None, (), "cpu", None)) as server:
             started = server.start()
             texts = tuple(f"front door {i}." for i in range(8))
-            run_load(started.url, Load(Closed(1), texts, 8, None, False))  # warm up
+            run_load(started.url, Load(Closed(1), texts, 8, None, stream))  # warm up
             # In windows, and the median window taken: a one-off cost (a collection, a stats
             # report, a neighbour's burst) would otherwise be spread over every request.
             server_ms, client_ms = [], []
             for _ in range(_WINDOWS):
                 cpu0, self0 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
                 result = run_load(started.url, Load(Closed(1), texts, -(-requests // _WINDOWS),
-                                                    None, False))
+                                                    None, stream))
                 cpu1, self1 = _tree_cpu_s(started.pid), resource.getrusage(resource.RUSAGE_SELF)
                 n = max(len(result.ok), 1)
                 server_ms.append((cpu1 - cpu0) / n * 1000.0)
@@ -122,16 +122,18 @@ _WINDOWS = 5
 
 
 def served_stage_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any],
-               texts: tuple[str, ...]) -> dict[str, float]:
+                    texts: tuple[str, ...], stream: bool = False) -> dict[str, float]:
     """Each stage's time per request as the launcher itself times it (its calls and their
-    handoffs on), with `plan` served and driven one request at a time."""
+    handoffs on), with `plan` served and driven one request at a time, each asking for a
+    streamed response if `stream`, else a whole one."""
     from launcher import launch
 
     with launch(plan, device=device, factory_defaults=defaults) as deployment:
-        deployment.synthesize(texts[0], timeout=600)  # warm up: first calls build caches
+        # warm up: first calls build caches
+        deployment.submit(texts[0], stream=stream).result(600)
         before = deployment.settled_sample()  # with the warm-up's timings, then dropped
         for text in texts:
-            deployment.synthesize(text, timeout=600)
+            deployment.submit(text, stream=stream).result(600)
         after = deployment.settled_sample()
     # Less each stage's wait for a core: the model shares the cores out itself, and a stage of
     # one request overlapping another (a streaming edge across processes) waited for one even
@@ -143,12 +145,13 @@ def served_stage_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any]
             / len(texts) * 1000.0 for name in lat1 if lat1[name].n > lat0[name].n}
 
 
-def front_door(audio_ms: float, requests: int = 120) -> tuple[float, float, HandoffCost]:
+def front_door(audio_ms: float, requests: int = 120,
+               stream: bool = False) -> tuple[float, float, HandoffCost]:
     """(serving-side ms, load client ms, cross-process handoff) per request: the front door
     from a served pipeline of one stage that does nothing, the crossing from `_crossing`."""
     stage = {"name": "out", "process": "pipeline", "factory": "launcher.synthetic:stage",
              "args": {"audio_ms": max(audio_ms, 1.0)}, "terminal": True}
-    server1, client = _serve_null(stage, requests)
+    server1, client = _serve_null(stage, requests, stream)
     crossing_cpu, crossing_wall = _crossing()
     pipe = _handoff_cost()  # the floor under a crossing, and the copy rate
     handoff = HandoffCost(fixed_ms=max(crossing_cpu / 2, pipe.fixed_ms), copy_gbps=pipe.copy_gbps,

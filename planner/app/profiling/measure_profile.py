@@ -40,11 +40,13 @@ def _rss_mib() -> float:
 def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: str = "cpu",
             factory_defaults: Mapping[str, Any] | None = None, seed: int = 0,
             progress: Callable[[str], None] = lambda _: None,
-            served: planner.Plan | None = None) -> Profile:
+            served: planner.Plan | None = None, stream: bool = False) -> Profile:
     """Profile `plan`'s stages (its declared topology is what is measured: costs are per stage).
     The stages are then timed served as `served` places them (default: as `plan` does): a
     placement that keeps stages of one request that run at once in processes of their own times
-    more of them fairly (see `planner.tune.calibration.calibrate_to_served`)."""
+    more of them fairly (see `planner.tune.calibration.calibrate_to_served`). Every request asks
+    for a streamed response if `stream`, else a whole one: a stage may work differently for each
+    (piper-joe's acoustic stage chunks only a streamed one), and the profile says which it is."""
     torch.set_num_threads(1)  # as every worker runs
     base_rss = _rss_mib()
     stages: dict[str, Callable] = {}
@@ -55,14 +57,15 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
         rss[s.name] = max(0.0, _rss_mib() - before)
     texts = request_texts(seed, requests, TEXT_CHARS)
     for text in warmup_texts(seed, warmup, TEXT_CHARS):
-        run_request(plan, stages, text, defaultdict(list), defaultdict(list))
+        run_request(plan, stages, text, defaultdict(list), defaultdict(list), stream=stream)
 
-    progress(f"profiling {len(plan.stages)} stages on {requests} requests")
+    kind = "streamed" if stream else "whole-response"
+    progress(f"profiling {len(plan.stages)} stages on {requests} {kind} requests")
     alone: dict[str, list[float]] = defaultdict(list)
     extra: dict[str, list[float]] = defaultdict(list)
     audio_lengths = []
     for text in texts:
-        audio = run_request(plan, stages, text, alone, extra)
+        audio = run_request(plan, stages, text, alone, extra, stream=stream)
         if audio is not None:
             audio_lengths.append(audio.numel() / 24.0)  # 24 kHz: samples -> ms
     progress("sampling what holds the interpreter lock")
@@ -70,7 +73,7 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
     probed: dict[str, list[float]] = defaultdict(list)
     with LockProbe() as probe:
         for text in texts:
-            run_request(plan, stages, text, probed, held, probe)
+            run_request(plan, stages, text, probed, held, probe, stream=stream)
 
     progress("timing native calls beside a busy thread")
     switch_interval_ms = sys.getswitchinterval() * 1000.0  # the workers' (the spinner changes it)
@@ -78,11 +81,11 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
     calm: dict[str, list[float]] = defaultdict(list)
     calm_costs: dict[str, list[float]] = defaultdict(list)
     for text in short:
-        run_request(plan, stages, text, calm, calm_costs)
+        run_request(plan, stages, text, calm, calm_costs, stream=stream)
     contended: dict[str, list[float]] = defaultdict(list)
     with Spinner():
         for text in short:
-            run_request(plan, stages, text, contended, defaultdict(list))
+            run_request(plan, stages, text, contended, defaultdict(list), stream=stream)
 
     out = []
     for s in plan.stages:
@@ -104,14 +107,15 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
             native_call_ms=round(call, 4) if call is not None else None,
             first_chunk_share=first_chunk_share(extra, s.name)))
     out = measure_threads(plan, stages, out, device, factory_defaults or {},
-                          texts[:THREAD_REQUESTS], len(os.sched_getaffinity(0)), progress)
+                          texts[:THREAD_REQUESTS], len(os.sched_getaffinity(0)), progress,
+                          stream)
     progress("measuring the HTTP front door")
     audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
-    frontend_ms, client_ms, handoff = front_door(audio_ms)
+    frontend_ms, client_ms, handoff = front_door(audio_ms, stream=stream)
     progress("timing the stages served")
     serve = served or plan
     try:
-        served_ms = served_stage_ms(serve, device, factory_defaults or {}, texts)
+        served_ms = served_stage_ms(serve, device, factory_defaults or {}, texts, stream)
     except Exception as exc:  # noqa: BLE001 - the profile stands without it
         progress(f"could not serve the stages ({type(exc).__name__}: {exc}); "
                  "keeping each stage's costs as measured alone")
@@ -126,4 +130,5 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
         request_scale=request_scales(alone, [s.name for s in plan.stages]),
         switch_interval_ms=round(switch_interval_ms, 4),
         core_wait_share=round(core_wait_share((alone, extra), (probed, held)), 4),
-        note=f"{TEXT_CHARS}-character texts, seed {seed}, torch {torch.__version__}")
+        note=f"{TEXT_CHARS}-character texts, seed {seed}, torch {torch.__version__}",
+        stream=stream)

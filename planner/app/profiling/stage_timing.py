@@ -47,30 +47,32 @@ def build_stage(stage: planner.PlannedStage, device: str, defaults: Mapping[str,
 
 def run_request(plan: planner.Plan, stages: dict[str, Callable], text: str,
                  cost: dict[str, list[float]], out: dict[str, list[float]],
-                 probe: LockProbe | None = None) -> Any:
+                 probe: LockProbe | None = None, stream: bool = False) -> Any:
     """One request through the stages in pipeline order; adds each stage's wall time (less any
-    wait for a core) and its CPU time."""
+    wait for a core) and its CPU time. `stream`: the request asks for a streamed response (the
+    entry stages' payload says so, as the launcher's does), else a whole one."""
     preds: dict[str, list[str]] = defaultdict(list)
     for h in plan.handoffs:
         preds[h.target].append(h.source)
     with WaitClock() as waited:
-        return _run_stages(plan, stages, text, cost, out, probe, preds, waited)
+        return _run_stages(plan, stages, text, cost, out, probe, preds, waited, stream)
 
 
 def _run_stages(plan: planner.Plan, stages: dict[str, Callable], text: str,
                 cost: dict[str, list[float]], out: dict[str, list[float]], probe: LockProbe | None,
-                preds: dict[str, list[str]], waited: WaitClock) -> Any:
+                preds: dict[str, list[str]], waited: WaitClock, stream: bool) -> Any:
     wholes: dict[str, dict[str, Any]] = {}
     chunks: dict[str, list[dict[str, Any]]] = {}
     audio = None
     for s in plan.stages:
-        base: dict[str, Any] = {"text": text, "voice": "alloy"} if not preds[s.name] else {}
-        stream: list[dict[str, Any]] | None = None
+        base: dict[str, Any] = ({"text": text, "voice": "alloy", "stream": stream}
+                                if not preds[s.name] else {})
+        fed: list[dict[str, Any]] | None = None  # the chunks a predecessor streams to it
         for p in preds[s.name]:
             base.update(wholes.get(p, {}))
             if p in chunks:
-                stream = chunks[p]
-        inputs = [base] if stream is None else [{**base, **c} for c in stream]
+                fed = chunks[p]
+        inputs = [base] if fed is None else [{**base, **c} for c in fed]
         fn = stages[s.name]
         wall = cpu = held = 0.0
         first: float | None = None  # its busy time (as `wall`) before its first item came out

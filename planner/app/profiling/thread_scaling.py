@@ -59,7 +59,8 @@ def native_by_threads(one_thread_wall_ms: float, native_ms: float, wall_ms: Mapp
 def measure_threads(plan: planner.Plan, built: Mapping[str, Callable],
                     profiles: Sequence[StageProfile], device: str, defaults: Mapping[str, Any],
                     texts: Sequence[str], cpus: int,
-                    progress: Callable[[str], None] = lambda _: None) -> list[StageProfile]:
+                    progress: Callable[[str], None] = lambda _: None,
+                    stream: bool = False) -> list[StageProfile]:
     """`profiles` with `native_ms_by_threads` filled in for each stage worth measuring, each built
     again for each count of `thread_counts(cpus)` and timed on `texts` beside its one-thread
     build (the other stages stay the one-thread ones). Leaves torch's pool at one thread."""
@@ -73,11 +74,11 @@ def measure_threads(plan: planner.Plan, built: Mapping[str, Callable],
             out.append(p)
             continue
         progress(f"timing {p.name} with {', '.join(map(str, counts))} threads")
-        walls = {1: _mean_wall(plan, dict(built), p.name, 1, texts)}
+        walls = {1: _mean_wall(plan, dict(built), p.name, 1, texts, stream)}
         for n in counts:
             stages = dict(built)
             stages[p.name] = build_stage(dataclasses.replace(stage, threads=n), device, defaults)
-            walls[n] = _mean_wall(plan, stages, p.name, n, texts)
+            walls[n] = _mean_wall(plan, stages, p.name, n, texts, stream)
             del stages
         out.append(dataclasses.replace(
             p, native_ms_by_threads=native_by_threads(walls[1], p.native_ms, walls)))
@@ -85,13 +86,14 @@ def measure_threads(plan: planner.Plan, built: Mapping[str, Callable],
 
 
 def _mean_wall(plan: planner.Plan, stages: dict[str, Callable], name: str, threads: int,
-               texts: Sequence[str]) -> float:
+               texts: Sequence[str], stream: bool) -> float:
     torch.set_num_threads(threads)
     try:
-        run_request(plan, stages, texts[0], defaultdict(list), defaultdict(list))  # warm-up
+        run_request(plan, stages, texts[0], defaultdict(list), defaultdict(list),
+                    stream=stream)  # warm-up
         cost: dict[str, list[float]] = defaultdict(list)
         for text in texts:
-            run_request(plan, stages, text, cost, defaultdict(list))
+            run_request(plan, stages, text, cost, defaultdict(list), stream=stream)
     finally:
         torch.set_num_threads(1)
     return statistics.fmean(cost[name])

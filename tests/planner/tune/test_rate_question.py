@@ -138,7 +138,6 @@ def test_the_command_exits_1_when_nothing_meets(profile_file, tmp_path):
     ((), "add the open-loop rate"),
     (("--concurrency", "4"), "drop --concurrency"),
     (("--rate", "2", "--rate", "4"), "ask once per rate"),
-    (("--rate", "2", "--verify", "2"), "drop --verify"),
 ])
 def test_a_first_audio_target_without_one_rate_is_one_paragraph(load, says):
     # refused before profiling: no profile is given, and none is made

@@ -1,0 +1,103 @@
+"""`planner tune --rate R --ttfa-p99-ms X --verify K`: serve the rate question's pick, the cheaper
+runner-up it names and up to K - 1 other finalists with `planner bench`, open loop at the same
+rate (its own load generator and Poisson arrivals), streamed when a target is on first audio, and
+read back what each measured; `planner.tune.rate_verify` judges it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from planner.flags import command_line
+from planner.tune import rate_question
+from planner.tune.rate_verify import RateVerdict, Role, judge, to_serve
+from planner.app.tune_verify import bench_base, bench_name, run_bench
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from planner.tune.rate_question import Estimate, RateAnswer
+
+# Measured requests per plan by default: a p99 needs a few hundred, as many as the question
+# simulates per draw.
+DEFAULT_REQUESTS = rate_question.RATE_REQUESTS
+
+
+def requests(args: argparse.Namespace) -> int:
+    return args.requests or DEFAULT_REQUESTS
+
+
+def streamed(a: RateAnswer) -> bool:
+    return any(t.metric == "ttfa" for t in a.targets)
+
+
+def names(plans: list[tuple[Role, Estimate]]) -> dict[str, str]:
+    """Bench names by candidate name: the declared topology is bench's baseline (it serves it
+    always, as `declared`); the others as `tune_verify.bench_name`, made unique."""
+    out: dict[str, str] = {}
+    for i, (_, e) in enumerate(plans):
+        c = e.candidate
+        name = bench_name(c) if c.requests else "declared"
+        out[c.name] = name if name not in out.values() else f"{name}.{i + 1}"
+    return out
+
+
+def bench_command(args: argparse.Namespace, a: RateAnswer, plans: list[tuple[Role, Estimate]],
+                  output: Path) -> list[str]:
+    cmd = bench_base(args)
+    by_name = names(plans)
+    flagged = [(by_name[e.candidate.name], e) for _, e in plans if e.candidate.requests]
+    for name, e in flagged:
+        cmd += ["--placement", f"{name}={command_line(e.candidate.requests)}"]
+    if not flagged:  # bench given no --placement would serve its default comparison
+        cmd += ["--placement", "declared="]
+    n = requests(args)
+    cmd += ["--rate", repr(a.rate), "--arrivals", "poisson", "--requests", str(n),
+            "--output", str(output), "--seed", str(args.seed), "--device", args.device,
+            "--rounds", str(min(args.rounds, n))]
+    if streamed(a):
+        cmd += ["--stream"]
+    if args.stand_in_size:
+        cmd += ["--stand-in-size", args.stand_in_size]
+    return cmd
+
+
+def load_measures(run: dict[str, Any]) -> dict[str, Any]:
+    """A bench run's measures, in ms, by the keys `rate_verify.measured_ms` reads."""
+    load = run.get("load", run)
+    ms = (lambda v: None if v is None else v * 1000.0)
+    out: dict[str, Any] = {"requests": load.get("requests", 0), "ok": load.get("ok", 0),
+                           "errors": load.get("errors", 0),
+                           "throughput_rps": load.get("throughput_rps")}
+    for metric, key in (("latency", "latency_s"), ("ttfa", "ttfa_s")):
+        summary = load.get(key) or {}
+        for q in (50, 90, 99):
+            out[f"{metric}_p{q}_ms"] = ms(summary.get(f"p{q}"))
+    out["stalled_share"] = (load.get("stream_continuity") or {}).get("stalled_share")
+    return out
+
+
+def read_results(path: Path, rate: float,
+                 bench_names: dict[str, str]) -> dict[str, dict[str, Any] | None]:
+    """Each served plan's measures by candidate name (None: bench has no run of it at `rate`)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    baseline = data.get("baseline") or "declared"
+    runs = {run["placement"]: run for run in data.get("runs", [])
+            if math.isclose(run.get("load", run).get("rate") or 0.0, rate)}
+    out: dict[str, dict[str, Any] | None] = {}
+    for candidate, name in bench_names.items():
+        run = runs.get(baseline if name == "declared" else name)
+        out[candidate] = load_measures(run) if run else None
+    return out
+
+
+def verify(args: argparse.Namespace, a: RateAnswer, output: Path, err: Console) -> RateVerdict:
+    """Serve and judge; bench's own results go to `output`/verify."""
+    plans = to_serve(a, args.verify)
+    output = output / "verify"
+    cmd = bench_command(args, a, plans, output)
+    measured = read_results(run_bench(cmd, output, err), a.rate, names(plans))
+    return judge(a, plans, measured, streamed(a))
