@@ -121,6 +121,17 @@ class RequestTable:
                 entry.holders.add(process)
             return True
 
+    def hold_for_exit(self, request_id: int, process: str) -> bool:
+        """The request could not reach `process`, which has died and whose exit is not read
+        yet: `process` holds it, so that reading the exit fails it with how the process ended.
+        False when the request is no longer in flight."""
+        with self._lock:
+            entry = self._entries.get(request_id)
+            if entry is None:
+                return False
+            entry.holders.add(process)
+            return True
+
     def released(self, request_id: int, process: str) -> None:
         with self._lock:
             entry = self._entries.get(request_id)

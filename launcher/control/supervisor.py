@@ -360,6 +360,11 @@ class Supervisor:
                     f"stage '{stage}' in process '{proc.name}' failed: {message}"))
             case Undeliverable(request_id, source, process, _):
                 dest = self.procs[process]
+                if dest.state == "ready" and not self._up(process) \
+                        and self.table.hold_for_exit(request_id, process):
+                    # It died a moment ago: its exit, read next on this thread, fails the
+                    # request saying how it ended (killed, crashed) rather than "not reachable".
+                    return
                 state = dest.state if dest.state != "ready" else "not reachable"
                 self.finish(request_id, WorkerDied(
                     f"{dest.describe()} is {state}; cannot hand over from '{source}'"))

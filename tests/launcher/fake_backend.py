@@ -28,6 +28,7 @@ class FakeBackend:
         self.sent: list[tuple[str, Any]] = []  # (process, control message)
         self.stopped: list[str] = []
         self.closed = False
+        self._vanished: dict[str, tuple[int, int]] = {}  # dead, exit not yet reported
 
     # -- the Backend protocol ----------------------------------------------------------------
     def start(self, unit: Unit) -> dict[str, int]:
@@ -68,6 +69,11 @@ class FakeBackend:
     def where(self, process: str) -> dict[str, Any]:
         return {"fake": True}
 
+    def alive(self, process: str) -> bool:
+        with self.lock:
+            return process in self.pids and process not in self._vanished
+
+
     # -- what the test's "workers" do ---------------------------------------------------------
     def say(self, process: str, *messages: Any) -> None:
         pid = self.pids[process]
@@ -77,6 +83,18 @@ class FakeBackend:
     def die(self, process: str, exitcode: int = -9) -> None:
         with self.lock:
             pid = self.pids.pop(process)
+        self._events.put(Exited(process, pid, exitcode))
+
+    def vanish(self, process: str, exitcode: int = -9) -> None:
+        """It dies now, but its exit is reported only by `report_exit`: a death the backend's
+        `alive` knows before the supervisor reads it."""
+        with self.lock:
+            self._vanished[process] = (self.pids[process], exitcode)
+
+    def report_exit(self, process: str) -> None:
+        with self.lock:
+            pid, exitcode = self._vanished.pop(process)
+            self.pids.pop(process, None)
         self._events.put(Exited(process, pid, exitcode))
 
     def messages_to(self, process: str, kind: type) -> list[Any]:

@@ -18,7 +18,15 @@ from launcher.control.restart import RestartPolicy
 from launcher.control.supervisor import Supervisor
 from launcher.errors import Unavailable, WorkerDied
 from launcher.wire.ipc import SegmentPool
-from launcher.wire.protocol import Cancel, Deliver, HandedOver, Ready, Released, Result
+from launcher.wire.protocol import (
+    Cancel,
+    Deliver,
+    HandedOver,
+    Ready,
+    Released,
+    Result,
+    Undeliverable,
+)
 from tests.launcher.fake_backend import FakeBackend
 from tests.waiting import wait_until
 
@@ -90,6 +98,21 @@ def test_a_death_fails_exactly_the_requests_its_unit_held_and_the_unit_restarts(
     wait_until(lambda: backend.started.count("vocoder") == 2, BOUND_S, "the vocoder's restart")
     assert backend.pids["vocoder"] != vocoder_pid
     assert sup.procs["vocoder"].restarts == 1
+
+
+def test_a_handoff_to_a_process_that_just_died_fails_saying_how_it_died(deployment):
+    # The sender can find the vocoder gone before the supervisor has read its exit: the client
+    # is told how it ended (killed by SIGKILL), not only that it could not be reached.
+    sup, backend, _ = deployment
+    request = sup.submit("one", None, stream=True)
+    backend.vanish("vocoder")
+    # The backend's events come in the order made: the Undeliverable is read before the exit.
+    backend.say("pipeline", Undeliverable(request.id, "tts_engine", "vocoder",
+                                          "process 'vocoder' is not accepting handoffs"))
+    backend.report_exit("vocoder")
+    with pytest.raises(WorkerDied, match=r"process 'vocoder' \(pid \d+, stages: vocoder\) was "
+                                         r"killed by SIGKILL while handling this request"):
+        request.result(timeout=BOUND_S)
 
 
 def test_a_restarting_process_refuses_new_requests_that_need_it_at_entry(deployment):
