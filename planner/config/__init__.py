@@ -26,10 +26,10 @@ from planner.config.values import (
     key_path,
     name_problem,
 )
-from planner.config.yaml_loader import DuplicateKeyError, read_yaml
+from planner.config.yaml_loader import read_yaml
 
 __all__ = [
     "CARD_KEYS", "DEFAULT_SAMPLE_RATE", "NAME_CHARS", "PIPELINE_KEYS", "PLACEMENT_KEYS",
-    "PROCESS_NAME_CHARS", "SAMPLE_RATES", "STAGE_KEYS", "DuplicateKeyError", "build_pipeline",
+    "PROCESS_NAME_CHARS", "SAMPLE_RATES", "STAGE_KEYS", "build_pipeline",
     "check_keys", "key_path", "name_problem", "overlay", "read_yaml",
 ]

@@ -9,33 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from planner.errors import ConfigError, ConfigIssue
-
-
-class DuplicateKeyError(yaml.constructor.ConstructorError):
-    """A mapping gives one key twice; plain YAML would silently keep the last."""
-
-
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key given twice in one mapping is an error."""
-
-    def construct_mapping(self, node, deep=False):  # type: ignore[override]
-        if isinstance(node, yaml.MappingNode):
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    if key in seen:
-                        raise DuplicateKeyError("while constructing a mapping", node.start_mark,
-                                                f"key {key!r} is given twice", key_node.start_mark)
-                    seen.add(key)
-                except TypeError:
-                    pass  # an unhashable key: the base class says so with its line
-        return super().construct_mapping(node, deep=deep)
 
 
 def _where(mark: Any) -> str:
@@ -61,8 +35,12 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
                                        f"line {line} cannot be decoded)",
                         "save the file as UTF-8")
         ) from None
+    import yaml  # here: `planner solve` on a built-in card never reads YAML (planner.cards)
+
+    from planner.config.strict_yaml import DuplicateKeyError, StrictLoader
+
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except DuplicateKeyError as exc:
         raise ConfigError(
             ConfigIssue(str(path), "", f"{exc.problem} at {_where(exc.problem_mark)}",

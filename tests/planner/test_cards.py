@@ -1,8 +1,12 @@
 """Every built-in card matches the facts of the specification's models.md, row by row."""
 
+from importlib import resources
+from pathlib import Path
+
 import pytest
 
-from planner.cards import all_cards, find_card, load_pipeline
+from planner import card_mirror, cards
+from planner.cards import MIRROR, all_cards, find_card, load_pipeline
 from planner.errors import ConfigError
 from planner.graph import build_graph
 from planner.topology import declared_baseline
@@ -187,6 +191,28 @@ def test_selectors(selector, card):
 def test_a_card_asked_for_by_name_is_the_same_card_the_listing_reads(card):
     # By name the planner reads that card's own file only; it must not read it differently.
     assert find_card(card.name) == card
+
+
+def test_the_cards_json_mirror_is_current():
+    # Commands read built-in cards from it (no YAML parser at cold start) while it matches.
+    directory = Path(str(resources.files("models")))
+    mirror = card_mirror.build(directory)
+    assert set(mirror) == {p.name for p in directory.glob("*.yaml")}, "JSON cannot carry a card"
+    assert (directory / MIRROR).read_text(encoding="utf-8") == card_mirror.text(mirror), (
+        "models/cards.json is stale: run `python -m planner.card_mirror`")
+
+
+def test_a_card_file_that_no_longer_matches_its_mirror_is_read_from_its_yaml(monkeypatch):
+    stale = {name: {"crc32": 0, "card": {"name": "stale"}} for name in cards._mirror()}
+    monkeypatch.setattr(cards, "_mirror", lambda: stale)
+    for cached in (cards.all_cards, cards._card_in_file_named):
+        cached.cache_clear()
+    try:
+        assert find_card("qwen3-tts").raw["name"] == "qwen3-tts"
+        assert "stale" not in {c.name for c in all_cards()}
+    finally:
+        for cached in (cards.all_cards, cards._card_in_file_named):
+            cached.cache_clear()
 
 
 def test_exact_match_wins_over_case_insensitive():

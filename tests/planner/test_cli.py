@@ -178,6 +178,19 @@ def test_solve_path_never_imports_torch_or_ray():
     assert out.returncode == 0, out.stderr
 
 
+def test_solving_a_built_in_card_loads_no_yaml_parser_and_no_package_metadata():
+    # Both were a tenth of `planner solve`'s own cold start; a built-in card is read from its
+    # JSON mirror and the version only for --version.
+    if not IN_PROCESS:
+        pytest.skip("a subprocess either way: it runs once, in the fast lane")
+    code = ("import sys, planner.app.cli; planner.app.cli.main(['solve', 'qwen3-tts', "
+            "'--isolate-stage', 'vocoder']);"
+            "assert 'yaml' not in sys.modules, 'yaml imported';"
+            "assert 'importlib.metadata' not in sys.modules, 'importlib.metadata imported'")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
+    assert out.returncode == 0, out.stderr
+
+
 def test_a_printed_yaml_hint_pasted_into_a_file_fixes_the_request(tmp_path):
     out = run("solve", "audar-tts", "--isolate-stage", "vocoder", "--format", "json")
     assert out.returncode == 1
