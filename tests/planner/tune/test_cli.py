@@ -95,8 +95,9 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
     # Which kind of time dominates each stage (shares, not speeds: the machine may be busy).
     # Device time against CPU time holds on any machine (a stage's wait for a core is left out;
     # the pure-Python stage: ~0 quiet, 0.16 of it beside two busy loops and the rest of the
-    # suite, 0.58 before the wait was left out)...
-    assert py.device_ms < 0.3 * py.busy_ms
+    # suite, 0.33 on a shared CI machine, whose hypervisor's steal no schedstat sees, 0.58 before
+    # the wait was left out)...
+    assert py.device_ms < 0.5 * py.busy_ms
     assert nat.native_ms + nat.gil_ms > 0.85 * nat.busy_ms
     assert dev.device_ms > 0.7 * dev.busy_ms
     # ... the split of CPU time into lock-holding and native work only on a quiet one: where the
@@ -105,6 +106,7 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
     # lock-holding and the hashing stage 0.54: a stage preempted while it holds the lock).
     assert 0.0 <= prof.core_wait_share < 1.0
     if prof.core_wait_share <= BUSY_SHARE:
+        assert py.device_ms < 0.3 * py.busy_ms, prof.core_wait_share
         assert py.gil_ms > 0.7 * py.busy_ms, prof.core_wait_share
         # Native work is the largest part of the hashing stage (quiet: over 0.6 of it).
         assert nat.native_ms > nat.gil_ms, prof.core_wait_share
