@@ -31,7 +31,7 @@ from planner.plan import (
 from planner.problem import SCALE, Problem, to_units
 from planner.flags import compute_only, from_options, placement_only
 from planner.render.prose import describe
-from planner.requests import parse_requests
+from planner.requests import ParsedRequests, parse_requests
 from planner.solver import Assignment, NearestPlacement, PlacementModel, check_domains
 from planner.topology import declared_baseline
 
@@ -145,18 +145,8 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
     """`solve` for an already loaded Pipeline; the request arguments are checked the same way.
     Threads are counted against `cpus` (default: this machine's), not at all without
     `count_cpus`."""
-    given = _requests(isolate_stages, stage_processes, requests)
-    baseline = declared_baseline(pipeline)
-    parsed = parse_requests(pipeline, baseline, placement_only(given))
-    problem = Problem(pipeline=pipeline, baseline=baseline, requests=parsed.requests,
-                      any_option=parsed.any_option)
-    asked, compute_diags = compute.resolve(pipeline, problem.target, compute_only(given))
-    if count_cpus and cpus is None:
-        from planner.cpus import usable_cpus
-
-        cpus = usable_cpus()
-    problem = dataclasses.replace(problem, compute=asked, cpus=cpus if count_cpus else None)
-    parsed = dataclasses.replace(parsed, diagnostics=parsed.diagnostics + compute_diags)
+    problem, parsed = _problem(pipeline, _requests(isolate_stages, stage_processes, requests),
+                               cpus, count_cpus)
     model = PlacementModel(problem, check_domains(problem))
     assignment, cores, truncated = model.solve_all()
 
@@ -181,6 +171,35 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
     return Result(model=pipeline.name, variant=pipeline.variant, status="ok", changed=changed,
                   plan=plan, warnings=warnings, diagnostics=diagnostics,
                   declared_by=pipeline.declared_by)
+
+
+def _problem(pipeline: Pipeline, given: Sequence[Request | ComputeRequest], cpus: int | None,
+             count_cpus: bool) -> tuple[Problem, ParsedRequests]:
+    """The placement problem the requests pose, and the requests as parsed (with the
+    diagnostics of those that could not be taken)."""
+    baseline = declared_baseline(pipeline)
+    parsed = parse_requests(pipeline, baseline, placement_only(given))
+    problem = Problem(pipeline=pipeline, baseline=baseline, requests=parsed.requests,
+                      any_option=parsed.any_option)
+    asked, compute_diags = compute.resolve(pipeline, problem.target, compute_only(given))
+    if count_cpus and cpus is None:
+        from planner.cpus import usable_cpus
+
+        cpus = usable_cpus()
+    problem = dataclasses.replace(problem, compute=asked, cpus=cpus if count_cpus else None)
+    return problem, dataclasses.replace(parsed, diagnostics=parsed.diagnostics + compute_diags)
+
+
+def accepted_plan(pipeline: Pipeline, requests: Sequence[Request | ComputeRequest],
+                  cpus: int | None = None) -> Plan | None:
+    """The plan `solve_pipeline` gives for these requests (threads counted against `cpus`,
+    default this machine's), or None where it would not give one, without explaining why
+    (enumerating placements and compute settings asks this of every candidate)."""
+    problem, parsed = _problem(pipeline, tuple(requests), cpus, True)
+    if parsed.diagnostics:
+        return None
+    assignment = PlacementModel(problem, check_domains(problem)).solve_one()
+    return None if assignment is None else build_plan(problem, assignment)[0]
 
 
 def declared_plan(pipeline: Pipeline | str, variant: str | None = None) -> Plan:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from planner.api import as_pipeline, solve_pipeline
+from planner.api import accepted_plan, as_pipeline
 from planner.pipeline import Pipeline
 from planner.plan import Assign, Isolate, Plan, Request
 from planner.topology import declared_baseline, tp_rank_names
@@ -127,9 +127,9 @@ def feasible_placements(pipeline: Pipeline | str, limit: int | None = None, *,
     for unit_blocks in set_partitions(list(by_head)):
         blocks = [tuple(m for head in block for m in by_head[head]) for block in unit_blocks]
         requests = partition_requests(pipeline, blocks)
-        result = solve_pipeline(pipeline, requests=requests)
-        if result.ok:
-            found.append(FeasiblePlacement(requests=requests, plan=result.plan))
+        plan = accepted_plan(pipeline, requests)
+        if plan is not None:
+            found.append(FeasiblePlacement(requests=requests, plan=plan))
             if limit is not None and len(found) >= limit:
                 break
     return found

@@ -191,6 +191,15 @@ class PlacementModel:
             if i in self._index_of]
         return ok
 
+    def solve_one(self) -> Assignment | None:
+        """Solve with every rule: the assignment, or None where a rule breaks, without finding
+        which (what enumerating placements needs: most partitions it tries break a rule, and
+        explaining each cost more than judging it)."""
+        solver = self._solver()
+        if self.feasible(list(range(len(self.rules))), solver):
+            return self._assignment(solver)
+        return None
+
     def solve_all(self) -> tuple[Assignment | None, list[list[Rule]], bool]:
         """Solve with every rule; on conflict return one minimal core per broken rule.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from planner.api import solve_pipeline
+from planner.api import accepted_plan
 from planner.pipeline import Pipeline
 from planner.placements import FeasiblePlacement
 from planner.plan import ComputeRequest, Copies, Plan, Threads
@@ -107,9 +107,8 @@ def widen(pipeline: Pipeline, start: FeasiblePlacement, predicted: tuple[Predict
                 continue
             seen.add(key)
             requests = start.requests + compute_requests(start.plan, t, c)
-            result = solve_pipeline(pipeline, requests=requests, cpus=cpus)
-            if result.ok and result.plan is not None:
-                accepted.append((FeasiblePlacement(requests, result.plan), t, c))
+            if (found := accepted_plan(pipeline, requests, cpus)) is not None:
+                accepted.append((FeasiblePlacement(requests, found), t, c))
             else:
                 refused += 1
         if not accepted:
