@@ -14,9 +14,12 @@ ENV = {**os.environ, "COLUMNS": "120", "NO_COLOR": "1"}
 IN_PROCESS = True
 
 
-@pytest.fixture(autouse=True, params=BOTH)
+@pytest.fixture(params=BOTH)
 def cli_mode(request, monkeypatch):
-    """Every test here runs `planner` in this process (fast lane) and as a subprocess (slow)."""
+    """`planner` in this process (fast lane) and as a subprocess (slow lane), for the tests of
+    what only a real process shows: each way out (0, 1, 2, argparse's own exits) with its output
+    flushed and no traceback. The rest run in this process only: the same code, without an
+    interpreter's start-up each."""
     monkeypatch.setattr(sys.modules[__name__], "IN_PROCESS", request.param == "in-process")
 
 
@@ -55,6 +58,7 @@ def test_show_table_names_unsafe_reasons():
     assert "0.980" in run("show", "--model-path", "higgs-tts").stdout
 
 
+@pytest.mark.usefixtures("cli_mode")
 def test_solve_ok_json_shape():
     out = run("solve", "--model-path", "Qwen/Qwen3-TTS-12Hz-0.6B-Base", "--isolate-stage", "vocoder",
               "--format", "json")
@@ -87,6 +91,7 @@ def test_solve_states_the_memory_a_card_declares_per_process_copy():
     assert "Host memory: unknown" in run("solve", "qwen3-tts").stdout
 
 
+@pytest.mark.usefixtures("cli_mode")
 def test_solve_infeasible_exit_1_with_because_and_hint():
     out = run("solve", "qwen3-tts", "--isolate-stage", "preprocessing")
     assert out.returncode == 1
@@ -100,6 +105,7 @@ def test_solve_infeasible_exit_1_with_because_and_hint():
     assert d["gpu"] is None and d["because"] and d["hint"]
 
 
+@pytest.mark.usefixtures("cli_mode")
 def test_bad_yaml_exit_2_names_file_and_line(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("model: qwen3-tts\nstages: [\n")
@@ -160,6 +166,7 @@ def test_dot_clusters_by_process():
     assert out.stdout.count("subgraph cluster_") == 4
 
 
+@pytest.mark.usefixtures("cli_mode")
 def test_help_is_useful_on_every_command():
     for cmd in ("models", "show", "solve", "serve"):
         out = run(cmd, "--help")
@@ -168,8 +175,6 @@ def test_help_is_useful_on_every_command():
 
 
 def test_solve_path_never_imports_torch_or_ray():
-    if not IN_PROCESS:
-        pytest.skip("a subprocess either way: it runs once, in the fast lane")
     code = ("import sys, planner.app.cli; planner.app.cli.main(['solve', 'qwen3-tts', '--replicas', "
             "'max', '--cluster', 'tests/planner/data/cluster.yaml', '--format', 'json']);"
             "assert 'torch' not in sys.modules, 'torch imported';"
@@ -181,8 +186,6 @@ def test_solve_path_never_imports_torch_or_ray():
 def test_solving_a_built_in_card_loads_no_yaml_parser_and_no_package_metadata():
     # Both were a tenth of `planner solve`'s own cold start; a built-in card is read from its
     # JSON mirror and the version only for --version.
-    if not IN_PROCESS:
-        pytest.skip("a subprocess either way: it runs once, in the fast lane")
     code = ("import sys, planner.app.cli; planner.app.cli.main(['solve', 'qwen3-tts', "
             "'--isolate-stage', 'vocoder']);"
             "assert 'yaml' not in sys.modules, 'yaml imported';"
@@ -203,6 +206,7 @@ def test_a_printed_yaml_hint_pasted_into_a_file_fixes_the_request(tmp_path):
     assert json.loads(fixed.stdout)["gpus"][0]["total"] <= 1.0
 
 
+@pytest.mark.usefixtures("cli_mode")
 def test_stage_process_with_an_invalid_process_name_names_the_flag():
     out = run("solve", "qwen3-tts", "--stage-process", 'vocoder=a"b c', "--format", "json")
     assert out.returncode == 2
@@ -214,6 +218,7 @@ def test_stage_process_with_an_invalid_process_name_names_the_flag():
     assert run("solve", "qwen3-tts", "--stage-process", "vocoder=a=b").returncode == 0
 
 
+@pytest.mark.usefixtures("cli_mode")
 def test_version_prints_the_version():
     import planner
 
