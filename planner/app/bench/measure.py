@@ -87,19 +87,21 @@ def stage_profile(before: Series, after: Series, stage_process: Mapping[str, str
 
 
 def ideal_throughput(per_request_s: Mapping[str, float | None],
-                     resources: Mapping[str, tuple[str, ...]]) -> float | None:
+                     resources: Mapping[str, tuple[str, ...]],
+                     copies: Mapping[str, int] | None = None) -> float | None:
     """Requests/s if every process were a serial resource and different processes overlapped
-    perfectly: 1 / the busiest process's time per request. None when a stage was not profiled.
+    perfectly: 1 / the busiest process's time per request, a process of k copies (`copies`, by
+    resource name; one where not given) taking a k-th of it. None when a stage was not profiled.
 
     It ignores the handoff cost between processes and the limit of CPU cores, so a placement can
     fall short of it for either reason; how far short is the achieved/ideal ratio.
     """
     busiest = 0.0
-    for stages in resources.values():
+    for name, stages in resources.items():
         times = [per_request_s.get(s) for s in stages]
         if any(t is None for t in times):
             return None
-        busiest = max(busiest, sum(times))  # type: ignore[arg-type]
+        busiest = max(busiest, sum(times) / (copies or {}).get(name, 1))  # type: ignore[arg-type]
     return 1.0 / busiest if busiest > 0 else None
 
 

@@ -32,6 +32,8 @@ class Placement:
     requests: tuple[Request, ...]  # what produces it from the declared topology
     groups: tuple[tuple[str, tuple[str, ...]], ...]  # (process, stages) in plan order
     tp_stages: tuple[tuple[str, tuple[str, ...]], ...]  # (stage, rank process names)
+    copies: tuple[int, ...] = ()  # of each group, in `groups` order (empty: one each)
+    threads: tuple[tuple[str, int], ...] = ()  # (stage, intra-op threads) where more than one
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -40,12 +42,22 @@ class Placement:
 
     @property
     def process_count(self) -> int:
-        return len(self.groups) + sum(len(ranks) for _, ranks in self.tp_stages)
+        """OS processes serving a request's stages: every copy of a group, every TP rank."""
+        return sum(self.copies or (1,) * len(self.groups)) + sum(
+            len(ranks) for _, ranks in self.tp_stages)
+
+    def resource_copies(self) -> dict[str, int]:
+        """How many copies of each group's serial resource run (the ideal bound divides by it)."""
+        return {name: n for (name, _), n in zip(self.groups, self.copies) if n != 1}
 
     @property
-    def signature(self) -> frozenset[frozenset[str]]:
-        """What performance depends on: which stages share a process (names do not matter)."""
-        return frozenset(frozenset(stages) for _, stages in self.groups)
+    def signature(self) -> frozenset:
+        """What performance depends on (names do not): which stages share a process, how many
+        copies of it run, and each stage's threads."""
+        copies = self.copies or (1,) * len(self.groups)
+        threads = dict(self.threads)
+        return frozenset((frozenset(stages), n, frozenset((s, threads.get(s, 1)) for s in stages))
+                         for (_, stages), n in zip(self.groups, copies))
 
     @property
     def is_baseline(self) -> bool:
@@ -68,7 +80,9 @@ def from_plan(name: str, requests: Sequence[Request], plan: Plan) -> Placement:
         tp.setdefault(p.stage, []).append(p.name)
     return Placement(name=name, requests=tuple(requests),
                      groups=tuple((g.name, tuple(g.stages)) for g in plan.groups),
-                     tp_stages=tuple((s, tuple(r)) for s, r in tp.items()))
+                     tp_stages=tuple((s, tuple(r)) for s, r in tp.items()),
+                     copies=tuple(g.copies for g in plan.groups),
+                     threads=tuple((s.name, s.threads) for s in plan.stages if s.threads != 1))
 
 
 def solve_requests(pipeline: Pipeline, requests: Sequence[Request]) -> Result:

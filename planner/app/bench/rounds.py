@@ -38,7 +38,7 @@ def merge(parts: Sequence[Run]) -> Run:
     load = _merge_loads([p.load for p in parts])
     profile = _merge_profiles([p.profile for p in parts])
     ideal = ideal_throughput({s.stage: s.per_request_s for s in profile},
-                             first.placement.resources())
+                             first.placement.resources(), first.placement.resource_copies())
     return replace(first, startup_s=sum(p.startup_s for p in parts) / len(parts),
                    processes=_merge_peaks([p.processes for p in parts]), profile=profile,
                    ideal_rps=ideal, load=load,

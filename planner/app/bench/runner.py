@@ -90,7 +90,8 @@ def run_one(settings: Settings, placement: Placement, shape: Shape,
     where = {s: name for name, stages in placement.groups for s in stages}
     where.update({s: ranks[0] for s, ranks in placement.tp_stages})
     profile = stage_profile(before, after, where)
-    ideal = ideal_throughput({s.stage: s.per_request_s for s in profile}, placement.resources())
+    ideal = ideal_throughput({s.stage: s.per_request_s for s in profile}, placement.resources(),
+                             placement.resource_copies())
     return Run(placement=placement, device=device, startup_s=started.startup_s, processes=peaks,
                profile=profile, ideal_rps=ideal, load=load, slo=settings.slo)
 

@@ -60,6 +60,13 @@ def test_ideal_bound_is_the_busiest_process():
     assert math.isclose(ideal_throughput(times, every), 1 / 0.10)
 
 
+def test_ideal_bound_divides_a_process_by_its_copies():
+    times = {"pre": 0.01, "engine": 0.10, "vocoder": 0.05}
+    split = {"pipeline": ("pre", "engine"), "vocoder": ("vocoder",)}
+    assert math.isclose(ideal_throughput(times, split, {"pipeline": 2}), 1 / 0.055)
+    assert math.isclose(ideal_throughput(times, split, {"vocoder": 2}), 1 / 0.11)
+
+
 def test_ideal_bound_unknown_without_a_profile():
     assert ideal_throughput({"a": None, "b": 0.1}, {"p": ("a", "b")}) is None
     assert ideal_throughput({"a": 0.0}, {"p": ("a",)}) is None
@@ -157,6 +164,22 @@ def test_duplicate_user_placements_are_measured_once():
                                         "b=--stage-process vocoder=voc", "c="], None)
     assert [p.name for p in chosen] == ["declared", "a"]
     assert len(notes) == 2
+
+
+def test_the_same_processes_with_other_threads_or_copies_are_other_placements():
+    # tune --verify served a rate question's pick and the cheaper plan it named as one, since
+    # they split the stages alike: the copies made the difference it had to judge.
+    pipeline = planner.load_pipeline(model_path="piper-joe")
+    chosen, notes = P.choose(pipeline, [
+        "split=--isolate-stage vocoder",
+        "copies=--isolate-stage vocoder --process-copies vocoder=2",
+        "threads=--isolate-stage vocoder --stage-threads vocoder=2",
+        "again=--process-copies vocoder=2 --isolate-stage vocoder"], None)
+    assert [p.name for p in chosen] == ["declared", "split", "copies", "threads"]
+    assert notes == ["again runs the same processes as copies; measured once"]
+    copies = chosen[2]
+    assert copies.process_count == 3  # pipeline, and two copies of the vocoder
+    assert copies.resource_copies() == {"vocoder": 2}
 
 
 # -- texts and metrics ---------------------------------------------------------------------------
