@@ -12,6 +12,7 @@ This module is the public API: the CLI, the launcher, the bench and `planner tun
 from planner.api import declared_plan, load, solve, solve_pipeline, solve_replicas
 from planner.cards import Card, all_cards, find_card
 from planner.errors import ConfigError, ConfigIssue
+from planner.fair_queue import FairQueue
 from planner.pipeline import Pipeline, StageConfig
 from planner.plan import (
     Assign,
@@ -90,5 +91,5 @@ __all__ = [
     "parse_flags", "request_dict", "request_from_dict", "result_dict", "solve", "solve_pipeline",
     "tp_rank_names", "Cluster", "Node", "load_cluster", "cluster_from_ray_nodes", "Packing", "pack",
     "solve_replicas",
-    "HandoffCost", "Profile", "StageProfile", "__version__",
+    "HandoffCost", "Profile", "StageProfile", "FairQueue", "__version__",
 ]

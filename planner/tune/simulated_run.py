@@ -20,10 +20,11 @@ and one copy simulate exactly as they did before either existed.
 from __future__ import annotations
 
 import random
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, replace
 
+from planner.fair_queue import FairQueue
 from planner.plan import Plan
 from planner.tune.profile import Profile
 from planner.tune.simulator import EPS, NativeWork, PythonWork, Resource, Simulator, os_slice_ms
@@ -96,6 +97,19 @@ class _Item:
     recv_gil: float = 0.0  # interpreter time the receiving side pays (a cross-process handoff)
 
 
+@dataclass
+class _Run:
+    """An item a stage thread has begun: the pieces of its output and how far it has got."""
+    item: _Item
+    pieces: list[float]  # fractions of the item's output handed on, piece by piece
+    works: list[float]  # fractions of the item's work done before each piece
+    whole_pieces: bool  # a whole request's input, streamed out in pieces
+    cost: float  # the request's scale
+    chunk: float  # one chunk, as a fraction of the request's output
+    k: int = 0  # the next piece to work
+    ahead: float | None = None  # a piece done, not yet handed on
+
+
 class SimulatedRun:
     def __init__(self, plan: Plan, profile: Profile, workload: Workload, cores: int,
                  shortcuts: bool = True) -> None:
@@ -132,7 +146,8 @@ class SimulatedRun:
         self.gil[CLIENT] = Resource(f"interpreter lock of the {CLIENT}", 1, wake)
         # Intra-op pool threads run native code only: they never take an interpreter lock.
         self.pool = Resource("intra-op pool", 1, 0.0)
-        self.inbox: dict[str, deque[_Item]] = {n: deque() for n in self.units}
+        self.inbox: dict[str, FairQueue] = {n: FairQueue() for n in self.units}
+        self.taken: dict[tuple[str, int], float] = {}  # (thread, request) -> input done there
         self.parked: dict[str, Generator] = {}
         # Chunks a plain (not streaming) edge holds until the request's last one: the launcher
         # hands such an edge the complete output, every chunk at once (launcher.worker.stages).
@@ -203,40 +218,62 @@ class SimulatedRun:
         return _copy_key(name, self.bound[r][self.stages[name].process])
 
     def _stage_loop(self, key: str) -> Generator:
+        """A stage thread: it takes its work in the launcher's fair order (`FairQueue`: a
+        request's first item first, then a turn each), and a stream it produces gives the others
+        their turn after each piece it hands on."""
         s = self.units[key]
-        name = s.name
         gpus = [self.gpu[g] for g in s.gpus if g in self.gpu]
         box = self.inbox[key]
         streaming = any(st for _, st in s.succ)
         while True:
             while not box:
                 yield ("park", (self.parked, key))
-            item = box.popleft()
+            r, entry = box.take()
             t0 = self.sim.now
-            whole_pieces = item.whole and streaming and s.chunks_out > 1
-            pieces = _pieces(s.chunks_out) if whole_pieces else [1.0]
-            works = _work_fractions(pieces, s.first) if whole_pieces else pieces
-            cost = self.scale[item.request]
-            chunk = 1.0 / max(1, round(s.chunks_out))  # of the request's output
-            ahead: float | None = None  # a piece done, not yet handed on
-            for k, (frac, done) in enumerate(zip(pieces, works)):
-                share = item.share * frac  # of the request's output, handed on
-                work = item.share * done * cost  # of the stage's work, done before it
-                # The launcher hands a streamed chunk on once the stage has produced the next
-                # (it looks one ahead to mark the last): the piece before goes after this one's
-                # first chunk.
-                first = work if ahead is None else work * chunk / frac
-                yield from self._work(s.process, s.gil * first + (item.recv_gil if k == 0 else 0),
-                                      s.native * first, s.device * first, gpus, s.call,
-                                      s.threads, s.speedup)
-                if ahead is not None:
-                    yield from self._emit(s, name, item, ahead, whole_pieces, False)
-                    rest = work - first
-                    yield from self._work(s.process, s.gil * rest, s.native * rest,
-                                          s.device * rest, gpus, s.call, s.threads, s.speedup)
-                ahead = share
-            yield from self._emit(s, name, item, ahead, whole_pieces, True)
+            run = entry if isinstance(entry, _Run) else self._run_of(s, entry, streaming)
+            yield from self._advance(s, gpus, run)
+            if run.k < len(run.pieces):
+                box.put_front(r, run)
+            else:
+                yield from self._emit(s, s.name, run.item, run.ahead, run.whole_pieces, True)
+                self.taken[key, r] = self.taken.get((key, r), 0.0) + run.item.share
+                if self.taken[key, r] >= 1.0 - 1e-6:  # its last input here is done
+                    del self.taken[key, r]
+                    box.finish(r)
             self.thread_busy[key] += self.sim.now - t0
+
+    def _run_of(self, s: _Stage, item: _Item, streaming: bool) -> _Run:
+        whole_pieces = item.whole and streaming and s.chunks_out > 1
+        pieces = _pieces(s.chunks_out) if whole_pieces else [1.0]
+        works = _work_fractions(pieces, s.first) if whole_pieces else pieces
+        return _Run(item, pieces, works, whole_pieces, self.scale[item.request],
+                    1.0 / max(1, round(s.chunks_out)))
+
+    def _advance(self, s: _Stage, gpus: list[Resource], run: _Run) -> Generator:
+        """Work `run` on: its first piece and into the second (the launcher holds a stream's
+        first chunk until the next is known), then one piece a turn."""
+        item = run.item
+        while run.k < len(run.pieces):
+            k = run.k
+            share = item.share * run.pieces[k]  # of the request's output, handed on
+            work = item.share * run.works[k] * run.cost  # of the stage's work, done before it
+            # The launcher hands a streamed chunk on once the stage has produced the next
+            # (it looks one ahead to mark the last): the piece before goes after this one's
+            # first chunk.
+            first = work if run.ahead is None else work * run.chunk / run.pieces[k]
+            yield from self._work(s.process, s.gil * first + (item.recv_gil if k == 0 else 0),
+                                  s.native * first, s.device * first, gpus, s.call,
+                                  s.threads, s.speedup)
+            handed = run.ahead is not None
+            if handed:
+                yield from self._emit(s, s.name, item, run.ahead, run.whole_pieces, False)
+                rest = work - first
+                yield from self._work(s.process, s.gil * rest, s.native * rest,
+                                      s.device * rest, gpus, s.call, s.threads, s.speedup)
+            run.ahead = share
+            run.k += 1
+            if handed and run.k < len(run.pieces):
+                return  # a turn: the others' work goes before its next piece
 
     def _emit(self, s: _Stage, name: str, item: _Item, share: float, whole_pieces: bool,
               last: bool) -> Generator:
@@ -285,7 +322,7 @@ class SimulatedRun:
             if self.joins[key] < s.preds:
                 return
             del self.joins[key]
-        self.inbox[unit].append(item)
+        self.inbox[unit].put(item.request, item)
         gen = self.parked.pop(unit, None)
         if gen is not None:
             self.sim.at(0.0, self.sim.step, gen)

@@ -114,15 +114,18 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
         # probe's blocked wake-ups, not their time, put 0.30 here: it wakes less often while
         # blocked.)
         assert 0.4 < mix.gil_ms / (mix.gil_ms + mix.native_ms) < 0.75, prof.core_wait_share
+        # The hashing stage's calls were timed beside a busy thread (their size depends on the
+        # machine; beside the rest of the suite its native time read as lock-holding, 0 native).
+        assert nat.native_call_ms is not None and nat.native_call_ms > 0
     assert prof.frontend_ms > 0 and prof.client_ms > 0
-    # The hashing stage's calls were timed beside a busy thread (their size depends on the machine).
-    assert nat.native_call_ms is not None and nat.native_call_ms > 0
     assert prof.switch_interval_ms == pytest.approx(sys.getswitchinterval() * 1000)
     # Each stage with native work was timed at more threads; a single-threaded hash gains little
     # from a second one (a stage of pure Python or device time is not timed at all).
     if len(os.sched_getaffinity(0)) >= 2:
-        by = nat.native_ms_by_threads
-        assert by is not None and set(by) >= {"1", "2"} and by["2"] > 0.6 * by["1"], by
         assert dev.native_ms_by_threads is None
-        if prof.core_wait_share <= BUSY_SHARE:  # busy, a share of pure Python reads as native
+        # Busy, a share of pure Python reads as native, and the hashing stage's native work
+        # may read as lock-holding (then it is not timed at more threads).
+        if prof.core_wait_share <= BUSY_SHARE:
+            by = nat.native_ms_by_threads
+            assert by is not None and set(by) >= {"1", "2"} and by["2"] > 0.6 * by["1"], by
             assert py.native_ms_by_threads is None, prof.core_wait_share
