@@ -92,15 +92,19 @@ def test_open_loop_latency_grows_past_saturation_while_throughput_flattens():
     assert over.throughput_rps == pytest.approx(100, rel=0.08)
 
 
-def test_streaming_time_to_first_audio_is_the_first_chunk_not_the_request():
+def device_stream():
+    """A generator of 40 ms device time streaming 20 chunks to a 20 ms vocoder, in one process."""
     cfg = {"name": "s", "stages": [
         {"name": "gen", "process": "p", "next": "voc", "stream_to": ["voc"]},
         {"name": "voc", "process": "p", "terminal": True}],
         "process_safe_edges": [["gen", "voc"]]}
-    pl = planner.load(config=cfg)
     prof = Profile(model="s", variant="default", cores=2, cpu_model="t", stages=(
         StageProfile("gen", 0.0, 0.0, 40.0, chunks_out=20), StageProfile("voc", 0.0, 0.0, 20.0)))
-    p = predict(planner.declared_plan(pl), prof, Workload(concurrency=1))
+    return planner.declared_plan(planner.load(config=cfg)), prof
+
+
+def test_streaming_time_to_first_audio_is_the_first_chunk_not_the_request():
+    p = predict(*device_stream(), Workload(concurrency=1))
     # Two chunks of the generator (the launcher hands a chunk on once the next is out, to know
     # which is the last), then one of the vocoder.
     assert p.ttfa_p90_ms == pytest.approx(2 * 2.0 + 1.0, rel=0.1)
@@ -111,14 +115,7 @@ def test_a_new_requests_first_chunk_does_not_wait_behind_another_stream():
     # The launcher's stage threads take a request's first item before others' later ones and
     # give a stream one chunk a turn (planner.fair_queue); the model's must too. In first-come
     # order the second of two requests would wait for all 40 ms of the first one's chunks.
-    cfg = {"name": "s", "stages": [
-        {"name": "gen", "process": "p", "next": "voc", "stream_to": ["voc"]},
-        {"name": "voc", "process": "p", "terminal": True}],
-        "process_safe_edges": [["gen", "voc"]]}
-    pl = planner.load(config=cfg)
-    prof = Profile(model="s", variant="default", cores=2, cpu_model="t", stages=(
-        StageProfile("gen", 0.0, 0.0, 40.0, chunks_out=20), StageProfile("voc", 0.0, 0.0, 20.0)))
-    two = predict(planner.declared_plan(pl), prof, Workload(concurrency=2, requests=200))
+    two = predict(*device_stream(), Workload(concurrency=2, requests=200))
     assert two.ttfa_p90_ms < 20.0, two.ttfa_p90_ms
     # Turns change the order, not the work: the generator's thread stays the bound (40 ms a
     # request).
