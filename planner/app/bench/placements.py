@@ -41,23 +41,26 @@ class Placement:
         return planner.flags(self.requests)
 
     @property
+    def group_copies(self) -> tuple[int, ...]:
+        """The copies of each group, in `groups` order."""
+        return self.copies or (1,) * len(self.groups)
+
+    @property
     def process_count(self) -> int:
         """OS processes serving a request's stages: every copy of a group, every TP rank."""
-        return sum(self.copies or (1,) * len(self.groups)) + sum(
-            len(ranks) for _, ranks in self.tp_stages)
+        return sum(self.group_copies) + sum(len(ranks) for _, ranks in self.tp_stages)
 
     def resource_copies(self) -> dict[str, int]:
         """How many copies of each group's serial resource run (the ideal bound divides by it)."""
-        return {name: n for (name, _), n in zip(self.groups, self.copies) if n != 1}
+        return {name: n for (name, _), n in zip(self.groups, self.group_copies) if n != 1}
 
     @property
     def signature(self) -> frozenset:
         """What performance depends on (names do not): which stages share a process, how many
         copies of it run, and each stage's threads."""
-        copies = self.copies or (1,) * len(self.groups)
         threads = dict(self.threads)
         return frozenset((frozenset(stages), n, frozenset((s, threads.get(s, 1)) for s in stages))
-                         for (_, stages), n in zip(self.groups, copies))
+                         for (_, stages), n in zip(self.groups, self.group_copies))
 
     @property
     def is_baseline(self) -> bool:
