@@ -76,10 +76,9 @@ class Acoustic:
         if context_frames < 0:
             raise ValueError(f"context_frames must be at least 0, not {context_frames}")
         self.encoder = session(V.cut(voice, "encoder"), device, fraction, threads)
-        # The flow keeps one intra-op thread: with two, its z changed in the last bits for 2 of 13
-        # sentences (the encoder and the vocoder's decoder gave the same bits on 1 and 2, 13 of
-        # 13), and a plan's threads may change how fast a stage runs, never its audio.
-        self.flow = session(V.cut(voice, "flow"), device, fraction, 1)
+        # Both parts take the stage's threads: the cut's 2-D convolutions give the same bits at
+        # any thread count (launcher/piper/conv_layout.py), as a plan's threads must.
+        self.flow = session(V.cut(voice, "flow"), device, fraction, threads)
         self.seed = seed
         self.noise_scale, self.length_scale, self.noise_w = noise_scale, length_scale, noise_w
         self.context_frames = context_frames

@@ -10,7 +10,8 @@ VITS model; three cuts give the stages their parts (tensor names of this export)
 - `decoder`: z -> audio [1, 1, 1, frames * 256].
 
 The two unseeded `RandomNormalLike` nodes of the export are cut away, so both noises become
-inputs a stage draws from a seeded generator: same input, same audio, in every placement.
+inputs a stage draws from a seeded generator: same input, same audio, in every placement. Each
+cut's 1-D convolutions are rewritten as 2-D ones (`conv_layout`): same audio at every thread count.
 
 A part is cut once (with `onnx`, which costs about 1.5 s of CPU to import) and cached under the
 user's cache directory, keyed by the voice file's SHA-256 and written atomically; later builds
@@ -26,6 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.piper.conv_layout import convs_as_2d
+
 HOP = 256  # samples per frame of z
 CHANNELS = 192  # z channels
 DP_NOISE = "/dp/RandomNormalLike_output_0"  # [1, 2, ids] duration-predictor noise
@@ -39,7 +42,8 @@ PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "flow": ((M_P, LOGS_P, Y_MASK, PRIOR_NOISE, "scales"), (Z,)),
     "decoder": ((Z,), ("output",)),
 }
-CUT_VERSION = 1  # bump when PARTS change: cached cuts of an older layout are not reused
+# bump when PARTS or the rewrite change: cached cuts of an older layout are not reused
+CUT_VERSION = 2
 
 
 class VoiceError(RuntimeError):
@@ -148,4 +152,5 @@ def _extract(voice: Voice, part: str) -> bytes:
             f"{', '.join(outputs)}); this code knows the en_US-joe-medium export only: a "
             "different voice needs its tensor names checked (see launcher/piper/voice.py)")
     extracted = onnx.utils.Extractor(model).extract_model(list(inputs), list(outputs))
+    convs_as_2d(extracted)
     return extracted.SerializeToString()
