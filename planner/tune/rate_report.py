@@ -89,7 +89,7 @@ def unmet_paragraph(a: RateAnswer, model: str) -> str:
     if r is None:
         return out
     b = r.per_replica.band(t.metric, t.percentile)
-    if r.count is None and r.per_replica.verdict == "overloaded":
+    if r.count is None and e.capacity is not None and e.capacity.low < a.rate / r.tried:
         return (out + f" Even {r.tried} whole replicas of it, each taking "
                 f"{a.rate / r.tried:.3g} req/s, would each get more than the "
                 f"{_rps(e.capacity)} one completes: a faster machine or a cheaper voice, or "

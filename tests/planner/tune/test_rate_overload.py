@@ -70,3 +70,13 @@ def test_capacity_is_the_lock_bound_and_not_the_run_length():
     w = capacity.capacity_workload(plan, 0)
     longer = replace(w, requests=4 * w.requests)
     assert predict(plan, PROFILE, longer).steady_rps == pytest.approx(short, rel=0.02)
+
+
+def test_more_replicas_than_tune_counts_are_said_to_be_needed_not_a_faster_target():
+    # 300 req/s over 8 replicas is 37.5 each, above any plan's ~32: capacity, not first audio
+    _, a = ask(300, GENEROUS)
+    assert not a.met and a.replicas.count is None
+    assert a.closest.capacity.low < 300 / 8
+    text = unmet_paragraph(a, "qwen3-tts")
+    assert "Even 8 whole replicas of it, each taking 37.5 req/s, would each get more" in text
+    assert "not more replicas" not in text and "--replicas" not in text
