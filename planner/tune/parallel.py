@@ -50,12 +50,29 @@ def predict_many(plans: Sequence[Plan], profile: Profile, workloads: Sequence[Wo
     """`predict` for every plan under every workload: one tuple per plan, a prediction per
     workload in the order given. `jobs`: processes to use (default: the cores this process may
     run on); the answers do not depend on it."""
-    global _batch
     tasks = [(i, j) for i in range(len(plans)) for j in range(len(workloads))]
+    found = dict(zip(tasks, _predict(plans, profile, workloads, tasks, cores, jobs)))
+    return [tuple(found[(i, j)] for j in range(len(workloads))) for i in range(len(plans))]
+
+
+def predict_pairs(pairs: Sequence[tuple[Plan, Workload]], profile: Profile,
+                  cores: int | None = None, jobs: int | None = None) -> list[Prediction]:
+    """`predict` for each (plan, workload) given, in order: for workloads that differ from plan
+    to plan (a closed loop sized to each plan), at the cost of only the pairs asked."""
+    plans = [p for p, _ in pairs]
+    workloads = [w for _, w in pairs]
+    return _predict(plans, profile, workloads, [(i, i) for i in range(len(pairs))], cores, jobs)
+
+
+def _predict(plans: Sequence[Plan], profile: Profile, workloads: Sequence[Workload],
+             tasks: list[tuple[int, int]], cores: int | None, jobs: int | None
+             ) -> list[Prediction]:
+    """`predict` of plans[i] under workloads[j] for each task (i, j), in the tasks' order."""
+    global _batch
     # One client costs a dozen requests to simulate, any other load all of them: hand those out
     # first, so that no worker is left with a long one at the end.
-    tasks.sort(key=lambda t: workloads[t[1]].concurrency == 1)
-    heavy = sum(workloads[j].concurrency != 1 for _, j in tasks)
+    order = sorted(tasks, key=lambda t: workloads[t[1]].concurrency == 1)
+    heavy = sum(workloads[j].concurrency != 1 for _, j in order)
     jobs = min(jobs or usable_cores(), heavy)
     _batch = (plans, profile, workloads, cores)
     try:
@@ -64,12 +81,12 @@ def predict_many(plans: Sequence[Plan], profile: Profile, workloads: Sequence[Wo
             try:
                 with ProcessPoolExecutor(jobs,
                                          mp_context=multiprocessing.get_context("fork")) as ex:
-                    results = list(ex.map(_one, tasks))
+                    results = list(ex.map(_one, order))
             except (BrokenProcessPool, OSError):  # no fork here, or a worker killed: go on here
                 results = None
         if results is None:
-            results = [_one(t) for t in tasks]
+            results = [_one(t) for t in order]
     finally:
         _batch = None
-    found = dict(zip(tasks, results))
-    return [tuple(found[(i, j)] for j in range(len(workloads))) for i in range(len(plans))]
+    found = dict(zip(order, results))
+    return [found[t] for t in tasks]

@@ -14,6 +14,17 @@ when the medians meet but some high end does not, and *misses* otherwise; only a
 is picked. The profile keeps each stage's mean cost (and each profiled request's total over the
 mean, which the draws already sample), not per-sample stage times, so the band is the draws'
 spread only, not the model's own error against a served run (docs/tune.md, "How good it is").
+
+Stability: a finalist's capacity (`planner.tune.capacity`: the requests per second it completes
+when kept full) is banded over the same seeds, and a plan whose median capacity is below the rate
+is *overloaded*, whatever its percentiles: requests arrive faster than it completes them, so its
+backlog grows for as long as it serves. Its TTFA over a run of a few hundred requests can still
+look fine, since the launcher's fair order (`planner.fair_queue`) serves a new request's first
+item before earlier requests' later chunks: first audio stays early while the open streams starve
+(docs/tune.md, "Served on the real voice"). So a plan meets only when the band's low capacity
+keeps up with the rate too (marginal when only the median does), an overloaded plan's percentiles
+are its one draw's (banding them would only measure the run's length), and replicas are counted
+so that each one's share of the rate is within its capacity.
 """
 
 from __future__ import annotations
@@ -23,8 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from planner.tune.capacity import capacities
 from planner.tune.choose import Candidate
-from planner.tune.parallel import predict_many
+from planner.tune.parallel import predict_pairs
 from planner.tune.profile import Profile
 from planner.tune.workload import Prediction, Workload
 
@@ -42,7 +54,7 @@ BATCH = 6
 MAX_REPLICAS = 8
 
 Metric = Literal["ttfa", "latency"]
-Verdict = Literal["meets", "marginal", "misses"]
+Verdict = Literal["meets", "marginal", "misses", "overloaded"]
 # Every percentile a rate answer tells, banded: (metric, percentile).
 SHOWN: tuple[tuple[Metric, int], ...] = (("ttfa", 50), ("ttfa", 90), ("ttfa", 99),
                                          ("latency", 50), ("latency", 99))
@@ -93,8 +105,9 @@ class Band:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A plan under the rate: its cost, each shown percentile banded over `draws` draws (one:
-    not a finalist, low = median = high), and its verdict against the targets."""
+    """A plan under `rate`: its cost, each shown percentile banded over `draws` draws (one:
+    not a finalist, low = median = high), its capacity in requests per second over as many draws
+    (None: not a finalist, not measured), and its verdict against the targets and the rate."""
 
     candidate: Candidate
     cpus: int
@@ -105,15 +118,27 @@ class Estimate:
     # The target it misses by the largest share (of the medians), and by how many ms; None: the
     # medians meet every target.
     worst: tuple[Target, float] | None
-    # How far its medians are from meeting: the largest median over its target (<= 1: they meet).
+    # How far its medians are from meeting: the largest median over its target, or the rate over
+    # its median capacity if larger (<= 1: they meet and it keeps up).
     closeness: float
+    rate: float | None = None
+    capacity: Band | None = None
+
+    @property
+    def overloaded(self) -> bool | None:
+        """Requests arrive faster than it completes them (by the median); None: not measured."""
+        if self.capacity is None or self.rate is None:
+            return None
+        return self.capacity.median < self.rate
 
     def band(self, metric: Metric, percentile: int) -> Band:
         return dict(self.bands)[f"{metric}_p{percentile}_ms"]
 
 
-def estimate(c: Candidate, predictions: Sequence[Prediction],
-             targets: Sequence[Target]) -> Estimate:
+def estimate(c: Candidate, predictions: Sequence[Prediction], targets: Sequence[Target],
+             rate: float | None = None, capacity: Band | None = None) -> Estimate:
+    """`c` judged on its draws' `predictions` under `rate`, and on its `capacity` when measured:
+    overloaded before anything else, since its percentiles then say how long the run was."""
     if any((t.metric, t.percentile) not in SHOWN for t in targets):
         raise ValueError(f"a rate question's targets are among {SHOWN}")
     bands = tuple((f"{m}_p{q}_ms", Band.of([observed(p, m, q) for p in predictions]))
@@ -121,8 +146,12 @@ def estimate(c: Candidate, predictions: Sequence[Prediction],
     by = dict(bands)
     ratios = [(by[t.key].median / t.ms, t) for t in targets]
     worst_ratio, worst_target = max(ratios, key=lambda x: x[0])
-    if all(by[t.key].high <= t.ms for t in targets):
-        verdict: Verdict = "meets"
+    keeps_up = capacity is None or rate is None or capacity.low >= rate
+    load = 0.0 if capacity is None or rate is None else rate / max(capacity.median, 1e-9)
+    if load > 1.0:
+        verdict: Verdict = "overloaded"
+    elif all(by[t.key].high <= t.ms for t in targets) and keeps_up:
+        verdict = "meets"
     elif worst_ratio <= 1.0:
         verdict = "marginal"
     else:
@@ -130,7 +159,7 @@ def estimate(c: Candidate, predictions: Sequence[Prediction],
     worst = None if worst_ratio <= 1.0 else (
         worst_target, by[worst_target.key].median - worst_target.ms)
     return Estimate(c, c.plan.cpu_demand(), len(c.plan.gpus), bands,
-                    len(predictions), verdict, worst, worst_ratio)
+                    len(predictions), verdict, worst, max(worst_ratio, load), rate, capacity)
 
 
 def cost(e: Estimate) -> tuple[int, int]:
@@ -180,16 +209,31 @@ def answer(candidates: Sequence[Candidate], profile: Profile, workload: Workload
     if workload.rate is None:
         raise ValueError("a rate question is asked of an open loop (a rate)")
     targets = tuple(targets)
+    rate = workload.rate
+    # One draw, no capacity: only to choose the finalists, which are judged on both.
     once = sorted((estimate(c, c.predicted[:1], targets) for c in candidates), key=_order)
     streams = any(c.predicted[0].ttfa_p90_ms is not None for c in candidates)
     banded: dict[str, Estimate] = {}
 
     def band(chosen: Sequence[Estimate]) -> None:
+        """Capacity first: an overloaded plan's percentiles say how long the run was, so they
+        are not banded (its one draw is shown), which spares most of what its verdict costs."""
         todo = [e for e in chosen if e.candidate.name not in banded]
         draws = [replace(workload, seed=workload.seed + s) for s in range(seeds)]
-        preds = predict_many([e.candidate.plan for e in todo], profile, draws, cores)
-        for e, p in zip(todo, preds):
-            banded[e.candidate.name] = estimate(e.candidate, p, targets)
+        found = capacities([e.candidate.plan for e in todo], profile, [w.seed for w in draws],
+                           cores)
+        keeping = []
+        for e, capacity in zip(todo, map(Band.of, found)):
+            if capacity.median < rate:
+                banded[e.candidate.name] = estimate(e.candidate, e.candidate.predicted[:1],
+                                                    targets, rate, capacity)
+            else:
+                keeping.append((e, capacity))
+        preds = predict_pairs([(e.candidate.plan, w) for e, _ in keeping for w in draws],
+                              profile, cores)
+        for i, (e, capacity) in enumerate(keeping):
+            banded[e.candidate.name] = estimate(e.candidate, preds[i * seeds:(i + 1) * seeds],
+                                                targets, rate, capacity)
 
     near = [e for e in once if e.closeness <= 1.0 + NEAR]
     pick: Estimate | None = None
@@ -219,14 +263,18 @@ def _replicas(e: Estimate, profile: Profile, workload: Workload, targets: tuple[
               cores: int, seeds: int) -> Replicas:
     """`e`'s plan at rate / k for k = 2 .. MAX_REPLICAS: a random split of Poisson arrivals over
     k replicas is k Poisson streams of rate / k (a router that takes turns evens them out, so
-    this errs on the cautious side), each replica on a node of its own."""
+    this errs on the cautious side), each replica on a node of its own. A count whose share of
+    the rate is beyond the plan's capacity (band's low end) cannot meet, and is not simulated:
+    the capacity does not depend on the rate."""
     assert workload.rate is not None
     at = e
     for k in range(2, MAX_REPLICAS + 1):
-        draws = [replace(workload, rate=workload.rate / k, seed=workload.seed + s)
-                 for s in range(seeds)]
-        at = estimate(e.candidate, predict_many([e.candidate.plan], profile, draws, cores)[0],
-                      targets)
+        share = workload.rate / k
+        if k < MAX_REPLICAS and e.capacity is not None and e.capacity.low < share:
+            continue
+        draws = [replace(workload, rate=share, seed=workload.seed + s) for s in range(seeds)]
+        preds = predict_pairs([(e.candidate.plan, w) for w in draws], profile, cores)
+        at = estimate(e.candidate, preds, targets, share, e.capacity)
         if at.verdict == "meets":
             return Replicas(k, at, k)
     return Replicas(None, at, MAX_REPLICAS)

@@ -22,6 +22,14 @@ def _band(b: Band) -> str:
     return f"{b.median:.0f} ms ({b.low:.0f}-{b.high:.0f})"
 
 
+def _rps(b: Band | None) -> str:
+    if b is None:
+        return "-"
+    if round(b.low, 2) == round(b.high, 2):
+        return f"{b.median:.2f} req/s"
+    return f"{b.median:.2f} req/s ({b.low:.2f}-{b.high:.2f})"
+
+
 def _cost(e: Estimate) -> str:
     cpus = f"{e.cpus} CPU{'s' if e.cpus != 1 else ''}"
     return cpus + (f", {e.gpus} GPU{'s' if e.gpus != 1 else ''}" if e.gpus else "")
@@ -42,7 +50,19 @@ def percentiles_text(e: Estimate) -> str:
     return f"TTFA {ttfa}; latency p99 {_band(e.band('latency', 99))}"
 
 
+def overload_text(e: Estimate, rate: float) -> str:
+    assert e.capacity is not None
+    return (f"overloaded: completes {_rps(e.capacity)} at most, below the {rate:g} req/s asked "
+            "(its backlog grows as long as it serves, so its TTFA over a finite run says "
+            "nothing)")
+
+
 def miss_text(e: Estimate, a: RateAnswer) -> str:
+    if e.verdict == "overloaded":
+        return overload_text(e, a.rate)
+    if e.worst is None and e.capacity is not None and e.capacity.low < a.rate:
+        return (f"marginal: its median capacity ({e.capacity.median:.2f} req/s) keeps up with "
+                f"{a.rate:g} req/s, its band's low end ({e.capacity.low:.2f}) does not")
     if e.worst is None:  # the medians meet, a high end does not
         t = next(t for t in a.targets if e.band(t.metric, t.percentile).high > t.ms)
         return (f"marginal: its median meets {t.label} {t.ms:g} ms, its band's high end "
@@ -60,21 +80,31 @@ def unmet_paragraph(a: RateAnswer, model: str) -> str:
     if e is None:
         return head + " No plan was left to predict (see the exclusions above)."
     t = e.worst[0] if e.worst is not None else a.targets[0]
-    out = (f"{head} The closest is {_name(e)} ({_cost(e)}): predicted {t.label} "
-           f"{_band(e.band(t.metric, t.percentile))}, {miss_text(e, a)}.")
+    if e.verdict == "overloaded":
+        out = f"{head} The closest is {_name(e)} ({_cost(e)}): {miss_text(e, a)}."
+    else:
+        out = (f"{head} The closest is {_name(e)} ({_cost(e)}): predicted {t.label} "
+               f"{_band(e.band(t.metric, t.percentile))}, {miss_text(e, a)}.")
     r = a.replicas
     if r is None:
         return out
+    b = r.per_replica.band(t.metric, t.percentile)
+    if r.count is None and e.capacity is not None and e.capacity.low < a.rate / r.tried:
+        return (out + f" Even {r.tried} whole replicas of it, each taking "
+                f"{a.rate / r.tried:.3g} req/s, would each get more than the "
+                f"{_rps(e.capacity)} one completes: a faster machine or a cheaper voice, or "
+                "more replicas than tune counts, would keep up.")
     if r.count is None:
-        b = r.per_replica.band(t.metric, t.percentile)
         return (out + f" Even {r.tried} whole replicas of it, each taking "
                 f"{a.rate / r.tried:g} req/s, are predicted to miss ({t.label} {_band(b)}): the "
                 "target is below what a request takes on a nearly idle replica; a faster machine "
                 "or a cheaper voice, not more replicas, would meet it.")
-    b = r.per_replica.band(t.metric, t.percentile)
     serve = command_line(e.candidate.requests)
+    within = ("" if e.capacity is None else
+              f", within the {_rps(e.capacity)} one completes")
     return (out + f" Split over {r.count} whole replicas of it, each taking "
-            f"{a.rate / r.count:.3g} req/s, it is predicted to meet ({t.label} {_band(b)}): "
+            f"{a.rate / r.count:.3g} req/s{within}, it is predicted to meet "
+            f"({t.label} {_band(b)}): "
             f"{r.count} nodes of this machine's size ({a.cores} CPUs each), "
             f"`planner serve {model}{' ' + serve if serve else ''} --replicas {r.count} "
             "--cluster FILE`.")
@@ -98,13 +128,13 @@ def render_rate(console: Console, a: RateAnswer, profile: Profile) -> None:
         t = Table(title=f"finalists: median (low-high) over {a.seeds} draws of arrivals and texts",
                   title_justify="left")
         for col in ("plan", "CPUs", "GPUs", "TTFA p50", "TTFA p90", "TTFA p99", "latency p99",
-                    "verdict"):
+                    "capacity", "verdict"):
             t.add_column(col, justify="left" if col in ("plan", "verdict") else "right",
                          no_wrap=col == "plan")
         for e in a.finalists:
             t.add_row(e.candidate.name, str(e.cpus), str(e.gpus),
                       *(_band(e.band("ttfa", q)) for q in (50, 90, 99)),
-                      _band(e.band("latency", 99)), e.verdict,
+                      _band(e.band("latency", 99)), _rps(e.capacity), e.verdict,
                       style="bold" if e is a.pick else "")
         print_unsqueezed(console, t)
     if a.pick is None:
@@ -112,7 +142,9 @@ def render_rate(console: Console, a: RateAnswer, profile: Profile) -> None:
         return
     e = a.pick
     console.print(Text("pick: ", style="bold") + Text(
-        f"{_name(e)} ({_cost(e)}): meets, the band's high end too; {percentiles_text(e)}"))
+        f"{_name(e)} ({_cost(e)}): meets, the band's high end too; {percentiles_text(e)}"
+        + ("" if e.capacity is None else
+           f"; keeps up: completes {_rps(e.capacity)} at most, {a.rate:g} asked")))
     if a.runner_up is not None:
         r = a.runner_up
         console.print(Text("cheaper: ", style="bold") + Text(
@@ -143,6 +175,12 @@ def estimate_dict(e: Estimate | None) -> dict[str, Any] | None:
                             "high": round(b.high, 2)} for key, b in e.bands},
         "misses": None if e.worst is None else {
             "target": e.worst[0].key, "by_ms": round(e.worst[1], 2)},
+        # requests per second it completes when kept full (median, low, high over the draws);
+        # overloaded: the rate asked is above its median (None: not measured)
+        "capacity_rps": None if e.capacity is None else {
+            "median": round(e.capacity.median, 3), "low": round(e.capacity.low, 3),
+            "high": round(e.capacity.high, 3)},
+        "overloaded": e.overloaded,
     }
 
 

@@ -410,7 +410,7 @@ class SimulatedRun:
         return self._prediction(len(measured), max(sum(lat), 1e-9), lat, ttfa, util)
 
     def _prediction(self, n: int, span: float, lat: list[float], ttfa: list[float],
-                    util: list[tuple[str, float]]) -> Prediction:
+                    util: list[tuple[str, float]], steady: float | None = None) -> Prediction:
         util.sort(key=lambda x: -x[1])
         return Prediction(
             throughput_rps=n / span * 1000.0,
@@ -419,7 +419,9 @@ class SimulatedRun:
             utilization=tuple((name, round(u, 4)) for name, u in util),
             ttfa_p50_ms=_percentile(ttfa, 50) if self.streams else None,
             ttfa_p99_ms=_percentile(ttfa, 99) if self.streams else None,
-            latency_p90_ms=_percentile(lat, 90))
+            latency_p90_ms=_percentile(lat, 90),
+            steady_rps=steady if steady is not None or self.w.concurrency is None
+            else n / span * 1000.0)
 
     def run(self) -> Prediction:
         if self.w.concurrency == 1 and self.sim.shortcuts:
@@ -440,7 +442,22 @@ class SimulatedRun:
         util = [(r.name, r.busy / total_time / r.capacity)
                 for r in (self.cores, *self.gil.values(), *self.gpu.values())]
         util += [(f"stage thread {n}", b / total_time) for n, b in self.thread_busy.items()]
-        return self._prediction(len(measured), span, lat, ttfa, util)
+        return self._prediction(len(measured), span, lat, ttfa, util, self._steady_rps())
+
+    def _steady_rps(self) -> float | None:
+        """A closed loop's completions per second from the loop being full (past its warm-up and
+        its first `concurrency` ends) to the end that sent its last request (then it drains), over
+        whole rounds of `concurrency` ends: in the fair order requests advance together and end
+        in bunches, and a span from just after one bunch to just before another would miss one."""
+        c = self.w.concurrency
+        if c is None:
+            return None
+        ends = sorted(self.done.values())
+        first = max(self.w.warmup, c)
+        last = first + (len(ends) - c - 1 - first) // c * c
+        if last <= first or ends[last] <= ends[first]:
+            return None  # too short a run to have a steady part: its throughput stands in
+        return (last - first) / (ends[last] - ends[first]) * 1000.0
 
 
 def _pieces(chunks: float) -> list[float]:

@@ -41,6 +41,11 @@ class Prediction:
     ttfa_p50_ms: float | None = None
     ttfa_p99_ms: float | None = None
     latency_p90_ms: float | None = None
+    # A closed loop's completions per second while all its clients' requests are in flight (its
+    # warm-up, the loop filling and its final drain left out), so that it does not depend on how
+    # many requests the run has; None: an open loop. At a concurrency that saturates the plan,
+    # its capacity (`planner.tune.capacity`).
+    steady_rps: float | None = None
 
     @property
     def bottleneck(self) -> tuple[str, float]:
