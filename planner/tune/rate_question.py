@@ -29,6 +29,7 @@ so that each one's share of the rate is within its capacity.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -173,9 +174,9 @@ def _order(e: Estimate) -> tuple:
 
 @dataclass(frozen=True)
 class Replicas:
-    """`plan` split over whole replicas, each taking rate / count: the smallest count up to
-    MAX_REPLICAS that meets (None: none does), and the estimate at that count (or at the
-    largest tried)."""
+    """A plan split over whole replicas, each taking rate / count: the smallest count up to
+    MAX_REPLICAS that meets (None: none does), and the plan's estimate at that count (or at the
+    largest tried); `per_replica.candidate` is the plan replicated."""
 
     count: int | None
     per_replica: Estimate
@@ -253,14 +254,52 @@ def answer(candidates: Sequence[Candidate], profile: Profile, workload: Workload
             runner_up = best
         else:
             closest = min(banded.values(), key=lambda e: (e.closeness, _order(e)))
-            replicas = _replicas(closest, profile, workload, targets, cores, seeds)
+            replicas = _fewest_replicas(list(banded.values()), closest, profile, workload,
+                                        targets, cores, seeds)
     finalists = tuple(sorted(banded.values(), key=_order))
     return RateAnswer(workload.rate, targets, streams, cores, seeds, len(candidates), finalists,
                       pick, runner_up, closest, replicas)
 
 
+def _least_replicas(e: Estimate, rate: float) -> int:
+    """The fewest whole replicas whose shares of `rate` are each within `e`'s capacity (its
+    band's low end); at least two (one is the plan itself, which did not meet)."""
+    if e.capacity is None or e.capacity.low <= 0:
+        return 2
+    return min(MAX_REPLICAS, max(2, math.ceil(rate / e.capacity.low - 1e-9)))
+
+
+def _fewest_replicas(finalists: Sequence[Estimate], closest: Estimate, profile: Profile,
+                     workload: Workload, targets: tuple[Target, ...], cores: int,
+                     seeds: int) -> Replicas:
+    """Of every finalist, the fewest whole replicas predicted to meet, then the cheapest plan
+    per replica: each replica takes a node of its own, so nodes are the larger cost, and the
+    plan closest to meeting on one machine is not always the one that needs the fewest (a
+    cheap plan that is merely overloaded can meet on two nodes as well as a dear one). Plans
+    are tried from the fewest replicas their capacity allows and the cheapest, each up to two
+    counts past that (or to MAX_REPLICAS for `closest`); none meeting: `closest`'s count."""
+    assert workload.rate is not None
+    rate = workload.rate
+    best: Replicas | None = None
+    # equal counts and costs: `closest` first (it is the one the answer names), then by order
+    for e in sorted(finalists, key=lambda e: (_least_replicas(e, rate), cost(e), e is not closest,
+                                               _order(e))):
+        start = _least_replicas(e, rate)
+        stop = MAX_REPLICAS if e is closest else min(MAX_REPLICAS, start + 2)
+        if best is not None:
+            assert best.count is not None
+            # a count as small as the best's only for a cheaper plan
+            stop = min(stop, best.count if cost(e) < cost(best.per_replica) else best.count - 1)
+        if start > stop:
+            continue
+        found = _replicas(e, profile, workload, targets, cores, seeds, start, stop)
+        if found.count is not None:
+            best = found
+    return best or _replicas(closest, profile, workload, targets, cores, seeds)
+
+
 def _replicas(e: Estimate, profile: Profile, workload: Workload, targets: tuple[Target, ...],
-              cores: int, seeds: int) -> Replicas:
+              cores: int, seeds: int, start: int = 2, stop: int = MAX_REPLICAS) -> Replicas:
     """`e`'s plan at rate / k for k = 2 .. MAX_REPLICAS: a random split of Poisson arrivals over
     k replicas is k Poisson streams of rate / k (a router that takes turns evens them out, so
     this errs on the cautious side), each replica on a node of its own. A count whose share of
@@ -268,13 +307,13 @@ def _replicas(e: Estimate, profile: Profile, workload: Workload, targets: tuple[
     the capacity does not depend on the rate."""
     assert workload.rate is not None
     at = e
-    for k in range(2, MAX_REPLICAS + 1):
+    for k in range(start, stop + 1):
         share = workload.rate / k
-        if k < MAX_REPLICAS and e.capacity is not None and e.capacity.low < share:
+        if k < stop and e.capacity is not None and e.capacity.low < share:
             continue
         draws = [replace(workload, rate=share, seed=workload.seed + s) for s in range(seeds)]
         preds = predict_pairs([(e.candidate.plan, w) for w in draws], profile, cores)
         at = estimate(e.candidate, preds, targets, share, e.capacity)
         if at.verdict == "meets":
             return Replicas(k, at, k)
-    return Replicas(None, at, MAX_REPLICAS)
+    return Replicas(None, at, stop)

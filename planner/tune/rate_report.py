@@ -99,10 +99,14 @@ def unmet_paragraph(a: RateAnswer, model: str) -> str:
                 f"{a.rate / r.tried:g} req/s, are predicted to miss ({t.label} {_band(b)}): the "
                 "target is below what a request takes on a nearly idle replica; a faster machine "
                 "or a cheaper voice, not more replicas, would meet it.")
-    serve = command_line(e.candidate.requests)
-    within = ("" if e.capacity is None else
-              f", within the {_rps(e.capacity)} one completes")
-    return (out + f" Split over {r.count} whole replicas of it, each taking "
+    of = r.per_replica
+    serve = command_line(of.candidate.requests)
+    within = ("" if of.capacity is None else
+              f", within the {_rps(of.capacity)} one completes")
+    it = ("it" if of.candidate.name == e.candidate.name else
+          f"{_name(of)} ({_cost(of)}; of the plans predicted, the fewest replicas, then the "
+          "cheapest each)")
+    return (out + f" Split over {r.count} whole replicas of {it}, each taking "
             f"{a.rate / r.count:.3g} req/s{within}, it is predicted to meet "
             f"({t.label} {_band(b)}): "
             f"{r.count} nodes of this machine's size ({a.cores} CPUs each), "
@@ -198,7 +202,8 @@ def rate_dict(a: RateAnswer, model: str) -> dict[str, Any]:
         "finalists": [estimate_dict(e) for e in a.finalists],
         "closest": estimate_dict(a.closest),
         "replicas": None if a.replicas is None else {
-            "count": a.replicas.count, "per_replica_rate": (
+            "count": a.replicas.count, "plan": a.replicas.per_replica.candidate.name,
+            "flags": list(flags(a.replicas.per_replica.candidate.requests)), "per_replica_rate": (
                 None if a.replicas.count is None else a.rate / a.replicas.count),
             "predicted": estimate_dict(a.replicas.per_replica)["predicted"]},  # type: ignore[index]
         "unmet": None if a.met else unmet_paragraph(a, model),

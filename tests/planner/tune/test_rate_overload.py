@@ -80,3 +80,36 @@ def test_more_replicas_than_tune_counts_are_said_to_be_needed_not_a_faster_targe
     text = unmet_paragraph(a, "qwen3-tts")
     assert "Even 8 whole replicas of it, each taking 37.5 req/s, would each get more" in text
     assert "not more replicas" not in text and "--replicas" not in text
+
+
+@pytest.mark.parametrize("needs, chosen", [({"cheap": 2, "dear": 2}, "cheap"),
+                                           ({"cheap": 3, "dear": 2}, "dear")])
+def test_replicas_are_of_the_plan_needing_the_fewest_nodes_then_the_cheapest(
+        monkeypatch, needs, chosen):
+    """Each replica takes a node: two nodes of a 1-CPU plan beat two of a 2-CPU plan (though
+    the dear one was closer to meeting on one machine), three nodes of it lose to two."""
+    from planner.tune import rate_question as rq
+
+    _, a = ask(20, GENEROUS)
+    cheap = next(e for e in a.finalists if e.cpus == 1)
+    dear = next(e for e in a.finalists if e.cpus == 2)
+    name = {cheap.candidate.name: "cheap", dear.candidate.name: "dear"}
+    asked = []
+
+    def replicas(e, profile, workload, targets, cores, seeds, start=2, stop=rq.MAX_REPLICAS):
+        asked.append((name[e.candidate.name], start, stop))
+        count = needs[name[e.candidate.name]]
+        return rq.Replicas(count if start <= count <= stop else None, e, stop)
+
+    monkeypatch.setattr(rq, "_replicas", replicas)
+    w = rq.Workload(rate=20, requests=150)
+    found = rq._fewest_replicas([dear, cheap], dear, PROFILE, w, GENEROUS, 2, 3)
+    assert name[found.per_replica.candidate.name] == chosen
+    assert found.count == needs[chosen]
+    assert asked[0][0] == "cheap"  # cheapest first among equal counts
+    # the paragraph names the replicated plan when it is not the closest one
+    _, over = ask(70, GENEROUS)
+    other = next(e for e in over.finalists if e is not over.closest)
+    text = unmet_paragraph(replace(over, replicas=rq.Replicas(3, other, 3)), "qwen3-tts")
+    assert f"whole replicas of `{other.candidate.name}` (2 CPUs, 1 GPU; of the plans" in text
+    assert "--replicas 3" in text
