@@ -5,16 +5,21 @@ accepted placement served and measured, every pick judged head to head against t
     python benchmarks/tune_generated.py --quick                     # one 3-stage pipeline (~2 min)
     python benchmarks/tune_generated.py --quick --near-saturation 0.9  # and an open loop
     python benchmarks/tune_generated.py --seeds 1 --dry-run         # the generated configs only
+    python benchmarks/tune_generated.py --seeds 5 --device-stages   # with device-time stages
     python benchmarks/tune_generated.py --replay DIR                # re-predict a saved run
     python benchmarks/tune_generated.py --rejudge DIR --save NEW --h2h-rounds 6  # judge again
     python benchmarks/tune_generated.py --overall DIR NEW DIR2      # the bars over several runs
 
 Each seed gives one complete pipeline config (3-5 synthetic stages, `launcher.synthetic:stage`:
 pure-Python, native (hashing, which releases the interpreter lock) and mixed costs of unequal
-sizes; a chain or a branch that joins again; a streaming edge or none). For each:
+sizes; a chain or a branch that joins again; a streaming edge or none); with `--device-stages`
+also stages that sleep 4-30 ms per request (a device's time: it holds the stage, not a core), at
+least one per pipeline. For each:
 
 1. `planner tune --config FILE --verify 99` profiles it, predicts every accepted placement at
-   C=1 and C=4 and serves every one of them under the same loads in interleaved rounds;
+   C=1 and C=4, and the threads and copies it climbs to from the best of them (docs/tune.md,
+   "Threads and copies"), and serves every one of them under the same loads in interleaved
+   rounds: a plan with copies is judged like a placement, its flags naming them;
 2. `planner tune --profile ... --concurrency C` asks for the pick at each load alone;
 3. with `--near-saturation F`, the same again for an open loop (Poisson arrivals) at F times the
    best throughput measured at C=4, every placement served again with the same profile;
@@ -192,16 +197,17 @@ def _show(answer: dict, judged: list[Judged]) -> None:
 
 def run(seeds: list[int], stages: int | None, max_placements: int, requests: int, rounds: int,
         h2h_requests: int, h2h_rounds: int, save: Path | None,
-        near_saturation: float | None = None) -> dict:
+        near_saturation: float | None = None, device: bool = False) -> dict:
     """`near_saturation`: also an open loop at this fraction of the best throughput measured at
-    the heaviest closed loop (served again, every placement, with the same profile)."""
+    the heaviest closed loop (served again, every placement, with the same profile). `device`:
+    pipelines with device-time stages (`generated_pipelines.generate`)."""
     work = Path(tempfile.mkdtemp(prefix="tune-generated-"))
     judged: list[Judged] = []
     errs: list[float] = []
     per_seed = []
     print(f"start: {machine()}")
     for seed in seeds:
-        cfg = generate(seed, max_placements, stages)
+        cfg = generate(seed, max_placements, stages, device)
         out = (save or work) / cfg["name"]
         out.mkdir(parents=True, exist_ok=True)
         cfg_path = out / "pipeline.yaml"
@@ -232,7 +238,8 @@ def run(seeds: list[int], stages: int | None, max_placements: int, requests: int
                          "judged": [asdict(j) | {"ratio": round(j.ratio, 4)} for j in mine],
                          **summary(mine, e)})
         print(f"  ({time.perf_counter() - t0:.0f} s; {machine()})", flush=True)
-    result = {"seeds": seeds, "machine_at_end": machine(), **summary(judged, errs),
+    result = {"seeds": seeds, "device_stages": device, "machine_at_end": machine(),
+              **summary(judged, errs),
               "per_seed": per_seed}
     print(json.dumps({k: v for k, v in result.items() if k != "per_seed"}, indent=1))
     if save is not None:
@@ -338,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--near-saturation", type=float, metavar="F",
                     help="also an open loop (Poisson) at F x the best throughput measured at "
                          "C=4, e.g. 0.9 (every placement served again at that rate)")
+    ap.add_argument("--device-stages", action="store_true",
+                    help="generate pipelines with device-time stages too (at least one each)")
     ap.add_argument("--save", type=Path, help="keep every config, answer and bench here")
     ap.add_argument("--dry-run", action="store_true", help="print the generated configs only")
     ap.add_argument("--replay", type=Path, help="re-predict a --save directory instead")
@@ -369,12 +378,12 @@ def main(argv: list[str] | None = None) -> int:
         args.h2h_requests, args.h2h_rounds = min(args.h2h_requests, 24), 2
     if args.dry_run:
         for seed in seeds:
-            cfg = generate(seed, args.max_placements, stages)
+            cfg = generate(seed, args.max_placements, stages, args.device_stages)
             print(f"seed {seed}: {describe(cfg)} ({count_placements(cfg)} placements)")
             print(yaml.safe_dump(cfg, sort_keys=False))
         return 0
     run(seeds, stages, args.max_placements, args.requests, args.rounds, args.h2h_requests,
-        args.h2h_rounds, args.save, args.near_saturation)
+        args.h2h_rounds, args.save, args.near_saturation, args.device_stages)
     return 0
 
 

@@ -39,6 +39,38 @@ def test_the_seeds_cover_chains_branches_streaming_and_every_cost_kind():
     assert sizes <= {3, 4, 5} and len(sizes) >= 2
 
 
+JUDGED = ROOT / "benchmarks" / "tune_runs" / "2026-12-02-judge3" / "quiet-judge3-seeds-41-46"
+
+
+@pytest.mark.parametrize("seed", [41, 42, 43, 44, 45, 46])
+def test_without_device_stages_a_seed_gives_the_pipeline_its_judging_run_served(seed):
+    import yaml
+
+    served = yaml.safe_load((JUDGED / f"generated-{seed}" / "pipeline.yaml").read_text())
+    assert gp.generate(seed, max_placements=5) == served
+
+
+def _device_ms_per_request(cfg):
+    chunks = {t: s["args"]["chunks"] for s in cfg["stages"] for t in s.get("stream_to", [])}
+    return {s["name"]: s["args"]["device_ms"] * chunks.get(s["name"], 1)
+            for s in cfg["stages"] if "device_ms" in s["args"]}
+
+
+def test_device_stages_hold_4_to_30_ms_asleep_per_request_in_every_pipeline_asked_for():
+    cfgs = [gp.generate(seed, max_placements=6, device=True) for seed in range(1, 11)]
+    for cfg in cfgs:
+        held = _device_ms_per_request(cfg)
+        assert held, cfg  # at least one device stage in each
+        assert all(4.0 - 0.01 <= ms <= 30.0 + 0.01 for ms in held.values()), held
+        for s in cfg["stages"]:
+            if s["name"] in held:
+                assert 0.2 <= s["args"]["gil_ms"] <= 1.0 and "native_ms" not in s["args"]
+        assert planner.solve(config=cfg).ok
+    assert gp.generate(7, device=True) == gp.generate(7, device=True)
+    assert any(len(_device_ms_per_request(c)) < len(c["stages"]) for c in cfgs)  # CPU ones too
+    assert " device " in gp.describe(cfgs[0])
+
+
 def test_fewer_placements_allowed_leave_fewer_edges_process_safe():
     cfg = gp.generate(5, max_placements=2)
     assert gp.count_placements(cfg) <= 2
