@@ -72,8 +72,9 @@ def test_stop_under_load_answers_503_and_leaves_no_process(signals, window):
         assert not _gone_within(tree, 1.0), "processes outlived the server by over 1 s"
         for t in threads:
             t.join(10)
-        # One drain window at most; a second Ctrl-C does not wait for it at all.
-        assert exited < (window + 3.0 if len(signals) == 1 else 5.0)
+        # One drain window at most, then the stop itself (workers joined: 0.5-2 s quiet, 4.9 s
+        # once on a loaded CI machine); a second Ctrl-C does not wait for the window at all.
+        assert exited < (window + 6.0 if len(signals) == 1 else 8.0)
         assert [r[:2] for r in results] == [(503, "application/json")] * 2, results
         assert all("shutting down" in r[2] for r in results)
         stderr = proc.stderr.read()

@@ -96,9 +96,9 @@ def test_profiling_tells_lock_holding_native_and_device_time_apart():
     # Device time against CPU time holds on any machine (a stage's wait for a core is left out;
     # the pure-Python stage: ~0 quiet, 0.16 of it beside two busy loops and the rest of the
     # suite, 0.33 on a shared CI machine, whose hypervisor's steal no schedstat sees, 0.58 before
-    # the wait was left out)...
+    # the wait was left out; the hashing stage's CPU share 0.63 there, over 0.85 quiet)...
     assert py.device_ms < 0.5 * py.busy_ms
-    assert nat.native_ms + nat.gil_ms > 0.85 * nat.busy_ms
+    assert nat.native_ms + nat.gil_ms > 0.5 * nat.busy_ms
     assert dev.device_ms > 0.7 * dev.busy_ms
     # ... the split of CPU time into lock-holding and native work only on a quiet one: where the
     # stages waited for a core more than BUSY_SHARE of their time, the profile says so instead
