@@ -18,6 +18,7 @@ from planner.tune.calibration import calibrate_to_served, request_scales
 
 from planner.app.bench.machine import cpu_model
 from planner.app.bench.texts import request_texts, warmup_texts
+from planner.app.profiling.cpu_steal import steal_ticks, stolen_share
 from planner.app.profiling.crossing_costs import front_door, served_stage_ms
 from planner.app.profiling.lock_sampling import LockProbe, Spinner
 from planner.app.profiling.thread_scaling import measure_threads
@@ -61,6 +62,7 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
 
     kind = "streamed" if stream else "whole-response"
     progress(f"profiling {len(plan.stages)} stages on {requests} {kind} requests")
+    ticks = steal_ticks()
     alone: dict[str, list[float]] = defaultdict(list)
     extra: dict[str, list[float]] = defaultdict(list)
     audio_lengths = []
@@ -75,6 +77,7 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
         for text in texts:
             run_request(plan, stages, text, probed, held, probe, stream=stream)
 
+    stolen = stolen_share(ticks, steal_ticks())
     progress("timing native calls beside a busy thread")
     switch_interval_ms = sys.getswitchinterval() * 1000.0  # the workers' (the spinner changes it)
     short = request_texts(seed, Spinner.REQUESTS, Spinner.TEXT_CHARS)
@@ -129,6 +132,8 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
         process_rss_mib=round(base_rss, 1), requests=requests,
         request_scale=request_scales(alone, [s.name for s in plan.stages]),
         switch_interval_ms=round(switch_interval_ms, 4),
-        core_wait_share=round(core_wait_share((alone, extra), (probed, held)), 4),
+        # waits the kernel saw, and time the hypervisor took (which it does not see)
+        core_wait_share=round(min(1.0, core_wait_share((alone, extra), (probed, held))
+                                  + stolen), 4),
         note=f"{TEXT_CHARS}-character texts, seed {seed}, torch {torch.__version__}",
         stream=stream)

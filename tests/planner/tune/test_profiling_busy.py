@@ -14,6 +14,7 @@ import pytest
 import planner
 from launcher.worker.core_wait import WaitClock
 pytest.importorskip("torch", reason="planner.app.profiling needs the serve extra (torch)")
+from planner.app.profiling.cpu_steal import steal_ticks, stolen_share
 from planner.app.profiling.stage_timing import build_stage, run_request
 from planner.tune.profile import BUSY_SHARE
 from tests.processes import cpu_hogs  # noqa: F401 - a fixture
@@ -47,13 +48,17 @@ def _profile(requests: int = 8) -> dict[str, tuple[float, float]]:
 def test_a_pure_python_stage_has_no_device_time_beside_cpu_hogs(cpu_hogs):
     with WaitClock() as waited:
         waited0 = waited()
+        ticks = steal_ticks()
         prof = _profile()
+        stolen = stolen_share(ticks, steal_ticks())
         # The hogs really took cores from the profiler (else this test proves nothing) ...
         assert waited() - waited0 > 0.01
     py_cpu, py_device = prof["py"]
     dev_cpu, dev_device = prof["dev"]
-    # ... and yet the pure-Python stage is all CPU, the sleeping one all device time.
-    assert py_device < 0.15 * py_cpu, prof
+    # ... and yet the pure-Python stage is all CPU, the sleeping one all device time: the waits
+    # the kernel sees are left out. What a hypervisor steals it does not see (a CPU stage read
+    # 0.31 device beside the hogs on a shared CI machine): there only CPU's dominance is asked.
+    assert py_device < (0.15 if stolen < BUSY_SHARE / 2 else 0.5) * py_cpu, (prof, stolen)
     # The sleeping stage's device time is its 8 ms sleep, not inflated by the waits for a core
     # (its CPU, making 20 ms of audio, varies with the hogs' cache traffic: 2-4 ms were seen).
     assert 6.0 <= dev_device <= 12.0 and dev_cpu < dev_device, prof
