@@ -10,7 +10,7 @@ kernels (its NCHWc layout), which split the work by output channels and rows and
 in one fixed order. Measured on the twelve benchmark sentences, one thread, one process: the
 flow's z the same at 1, 2, 3, 4 and 8 threads for 5-2000 frames (it differed at 1 vs 2 before),
 the decoder likewise for 5-700 frames; CPU time -5% (flow) and -23% (decoder); outputs within
-float rounding of the 1-D graph (docs/performance.md, "Where C=1 stands").
+float rounding of the 1-D graph (docs/performance.md, "piper-joe against piper-tts's own server").
 
 `onnx` is imported by the caller (the cut, which runs once per voice and is cached).
 """
