@@ -38,6 +38,8 @@ def convs_as_2d(model: Any) -> int:
             nodes.append(node)
             continue
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            raise ValueError(f"{node.name}: auto_pad {attrs['auto_pad']!r} is not rewritten")
         w2d = f"{node.input[1]}/2d"
         if w2d not in added:
             added[w2d] = numpy_helper.from_array(numpy_helper.to_array(weight)[:, :, None, :], w2d)
@@ -47,8 +49,6 @@ def convs_as_2d(model: Any) -> int:
                  "dilations": [1, attrs.get("dilations", [1])[0]], "group": attrs.get("group", 1)}
         if "output_padding" in attrs:
             two_d["output_padding"] = [0, attrs["output_padding"][0]]
-        if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise ValueError(f"{node.name}: auto_pad {attrs['auto_pad']!r} is not rewritten")
         tall_in, tall_out = f"{node.output[0]}/in_2d", f"{node.output[0]}/out_2d"
         nodes += [
             helper.make_node("Unsqueeze", [node.input[0], AXIS], [tall_in]),

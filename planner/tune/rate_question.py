@@ -282,9 +282,10 @@ def _fewest_replicas(finalists: Sequence[Estimate], closest: Estimate, profile: 
     rate = workload.rate
     best: Replicas | None = None
     # equal counts and costs: `closest` first (it is the one the answer names), then by order
-    for e in sorted(finalists, key=lambda e: (_least_replicas(e, rate), cost(e), e is not closest,
+    least = {id(e): _least_replicas(e, rate) for e in finalists}
+    for e in sorted(finalists, key=lambda e: (least[id(e)], cost(e), e is not closest,
                                                _order(e))):
-        start = _least_replicas(e, rate)
+        start = least[id(e)]
         stop = MAX_REPLICAS if e is closest else min(MAX_REPLICAS, start + 2)
         if best is not None:
             assert best.count is not None
