@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.flags import command_line
 from planner.tune import rate_question
-from planner.tune.rate_verify import RateVerdict, Role, judge, to_serve
+from planner.tune.rate_verify import RateVerdict, Role, judge, replica_to_serve, to_serve
 from planner.app.tune_verify import bench_base, bench_name, run_bench
 
 if TYPE_CHECKING:
@@ -46,7 +46,9 @@ def names(plans: list[tuple[Role, Estimate]]) -> dict[str, str]:
 
 
 def bench_command(args: argparse.Namespace, a: RateAnswer, plans: list[tuple[Role, Estimate]],
-                  output: Path) -> list[str]:
+                  output: Path, rate: float | None = None) -> list[str]:
+    """Bench serving `plans` at the answer's rate (or `rate`: one replica's share, served
+    without the declared topology beside it unless it is the plan)."""
     cmd = bench_base(args)
     by_name = names(plans)
     flagged = [(by_name[e.candidate.name], e) for _, e in plans if e.candidate.requests]
@@ -54,8 +56,11 @@ def bench_command(args: argparse.Namespace, a: RateAnswer, plans: list[tuple[Rol
         cmd += ["--placement", f"{name}={command_line(e.candidate.requests)}"]
     if not flagged:  # bench given no --placement would serve its default comparison
         cmd += ["--placement", "declared="]
+    if rate is not None:
+        cmd += ["--without-declared"]
     n = requests(args)
-    cmd += ["--rate", repr(a.rate), "--arrivals", "poisson", "--requests", str(n),
+    cmd += ["--rate", repr(a.rate if rate is None else rate), "--arrivals", "poisson",
+            "--requests", str(n),
             "--output", str(output), "--seed", str(args.seed), "--device", args.device,
             "--rounds", str(min(args.rounds, n))]
     if streamed(a):
@@ -95,9 +100,19 @@ def read_results(path: Path, rate: float,
 
 
 def verify(args: argparse.Namespace, a: RateAnswer, output: Path, err: Console) -> RateVerdict:
-    """Serve and judge; bench's own results go to `output`/verify."""
+    """Serve and judge; bench's own results go to `output`/verify (and a replica's, when
+    nothing met on one machine, to `output`/verify-replica)."""
     plans = to_serve(a, args.verify)
-    output = output / "verify"
-    cmd = bench_command(args, a, plans, output)
-    measured = read_results(run_bench(cmd, output, err), a.rate, names(plans))
-    return judge(a, plans, measured, streamed(a))
+    cmd = bench_command(args, a, plans, output / "verify")
+    measured = read_results(run_bench(cmd, output / "verify", err), a.rate, names(plans))
+    replica = replica_to_serve(a)
+    if replica is None:
+        return judge(a, plans, measured, streamed(a))
+    # nothing meets on one machine: serve one of the replicas the answer names, alone at its
+    # share of the rate, which is all a node of them would see
+    count, e = replica
+    share, where = a.rate / count, output / "verify-replica"
+    alone: list[tuple[Role, Estimate]] = [("replica", e)]
+    cmd = bench_command(args, a, alone, where, rate=share)
+    got = read_results(run_bench(cmd, where, err), share, names(alone))
+    return judge(a, plans, measured, streamed(a), (count, e, got.get(e.candidate.name)))

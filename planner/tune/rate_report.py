@@ -246,6 +246,11 @@ def verdict_text(v: RateVerdict) -> str:
                           "optimistic here")
     elif "closest" in by_role:
         parts.append(_served_line(by_role["closest"], "no plan was predicted to meet; the closest"))
+    if "replica" in by_role and v.replicas is not None:
+        parts.append(_served_line(by_role["replica"], f"one of the {v.replicas} replicas, served "
+                                  f"alone at its share ({v.replica_rate:.3g} req/s),"))
+        if v.recommended_meets is False:
+            parts[-1] += ": the model was optimistic here; more replicas may meet"
     if "cheaper" in by_role:
         parts.append(_served_line(by_role["cheaper"], "the cheaper"))
         if v.cheaper_misses is False:
@@ -271,11 +276,13 @@ def render_verified(console: Console, v: RateVerdict, requests: int) -> None:
                      else "left", no_wrap=col == "plan")
     for s in v.served:
         stalled = "-" if s.stalled_share is None else f"{s.stalled_share:.0%}"
+        role = (s.role if s.role != "replica" else
+                f"1 of {v.replicas} replicas, at {v.replica_rate:.3g} req/s")
         for i, c in enumerate(s.checks):
-            t.add_row(s.estimate.candidate.name if i == 0 else "", s.role if i == 0 else "",
+            t.add_row(s.estimate.candidate.name if i == 0 else "", role if i == 0 else "",
                       f"{c.target.label} <= {c.target.ms:g} ms", _band(c.predicted),
                       _measured(c), _outcome(s, c), stalled if i == 0 else "",
-                      style="bold" if s.role == "pick" else "")
+                      style="bold" if s.role in ("pick", "replica") else "")
     print_unsqueezed(console, t)
     console.print(Text("verified: ", style="bold") + Text(verdict_text(v)))
 
@@ -287,6 +294,9 @@ def verified_dict(v: RateVerdict, requests: int) -> dict[str, Any]:
         "requests": requests,
         "pick_meets": v.pick_meets,
         "cheaper_misses": v.cheaper_misses,
+        "replicas": v.replicas,
+        "replica_rate": v.replica_rate,
+        "recommended_meets": v.recommended_meets,
         "confirmed": v.confirmed,
         "plans": [{
             "role": s.role,

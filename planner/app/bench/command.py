@@ -112,6 +112,9 @@ def _check(args: argparse.Namespace) -> None:
     if not 1 <= args.input_chars <= MAX_INPUT_CHARS:
         problems.append(f"--input-chars must be within 1..{MAX_INPUT_CHARS} (the speech "
                         f"endpoint's limit), not {args.input_chars}")
+    if args.without_declared and not args.placement:
+        problems.append("--without-declared serves only the --placement plans; name at least "
+                        "one with --placement NAME='FLAGS'")
     if args.max is not None and not args.all_feasible:
         problems.append("--max only limits --all-feasible; add --all-feasible or drop --max")
     if args.max is not None and args.max < 1:
@@ -141,6 +144,8 @@ def command_line(args: argparse.Namespace, output: Path) -> list[str]:
             out += [flag, value]
     for p in args.placement:
         out += ["--placement", p]
+    if args.without_declared:
+        out.append("--without-declared")
     if args.all_feasible:
         out.append("--all-feasible")
         if args.max is not None:
@@ -211,10 +216,11 @@ def run_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
     pipeline = planner.load(model_path=args.model_path, config=config, variant=args.variant)
     try:
         placements, notes = choose(pipeline, args.placement,
-                                   (args.max or 0) if args.all_feasible else None)
+                                   (args.max or 0) if args.all_feasible else None,
+                                   declared=not args.without_declared)
     except PlacementError as exc:
         raise BenchError(str(exc), exc.exit_code) from None
-    if len(placements) < 2:
+    if len(placements) < 2 and not args.without_declared:
         notes.append(f"{pipeline.name} has no feasible placement other than its declared one; "
                      "measuring that alone")
     shapes = loads(args)

@@ -162,12 +162,23 @@ def all_feasible(pipeline: Pipeline, limit: int) -> list[Placement]:
             for f in found]
 
 
-def choose(pipeline: Pipeline, options: Sequence[str], all_feasible_max: int | None
-           ) -> tuple[list[Placement], list[str]]:
+def choose(pipeline: Pipeline, options: Sequence[str], all_feasible_max: int | None,
+           declared: bool = True) -> tuple[list[Placement], list[str]]:
     """The placements to bench, baseline first, duplicates dropped; plus notes on what was dropped.
 
-    `all_feasible_max`: None = not asked; 0 = no limit.
+    `all_feasible_max`: None = not asked; 0 = no limit. `declared`: False serves only the
+    `options` (a run that measures one plan at a load of its own, as tune's replica check does).
     """
+    if not declared:
+        chosen: list[Placement] = []
+        for c in (user_placement(pipeline, o) for o in options):
+            if any(p.signature == c.signature for p in chosen):
+                continue
+            if any(p.name == c.name for p in chosen):
+                raise PlacementError(f"two placements are named {c.name!r}; give each its own "
+                                     "name.")
+            chosen.append(c)
+        return chosen, []
     base = baseline(pipeline)
     if options:
         candidates = [user_placement(pipeline, o) for o in options]

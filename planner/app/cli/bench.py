@@ -26,6 +26,9 @@ def add_parser(sub) -> None:
                             "(repeatable; the declared topology is always measured too)")
     which.add_argument("--all-feasible", action="store_true",
                        help="compare every feasible partition of the stages into processes")
+    p.add_argument("--without-declared", action="store_true",
+                   help="with --placement: serve only the placements named (the declared "
+                        "topology too only when one of them is it); no ratios are given")
     p.add_argument("--max", type=int, metavar="N",
                    help="with --all-feasible: at most N placements, the declared one included")
     amount = p.add_mutually_exclusive_group()

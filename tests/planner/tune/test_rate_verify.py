@@ -111,3 +111,81 @@ def test_a_whole_response_s_first_audio_is_its_end():
     v = judge(a, plans, {e.candidate.name: {**run(None, latency_p99_ms=130.0)}
                          for _, e in plans}, False)
     assert v.served[0].checks[0].measured_ms == 130.0
+
+
+def nothing_meets() -> RateAnswer:
+    """As `answer()`, but no plan meets on one machine: the closest is the declared plan, and
+    three replicas of the vocoder-apart plan are what would meet."""
+    from dataclasses import replace
+
+    from planner.tune.rate_question import Replicas
+
+    a = answer()
+    return replace(a, pick=None, runner_up=None, closest=a.runner_up,
+                   replicas=Replicas(3, a.pick, 3))
+
+
+def test_with_nothing_meeting_one_of_the_replicas_is_judged_at_its_share_of_the_rate():
+    from planner.tune.rate_verify import replica_to_serve
+
+    a = nothing_meets()
+    assert replica_to_serve(answer()) is None  # a pick: nothing replicated to serve
+    count, e = replica_to_serve(a)
+    assert (count, e) == (3, a.replicas.per_replica)
+    plans = to_serve(a, 1)
+    assert [r for r, _ in plans] == ["closest"]
+    for measured, recommended in ((120.0, True), (180.0, False)):
+        v = judge(a, plans, {e.candidate.name: run(400.0) for _, e in plans}, True,
+                  (count, e, run(measured)))
+        assert v.pick_meets is None and v.replicas == 3 and v.replica_rate == pytest.approx(4.0)
+        assert v.recommended_meets is recommended and v.confirmed is recommended
+        text = verdict_text(v)
+        assert "one of the 3 replicas, served alone at its share (4 req/s)" in text
+        assert ("optimistic" in text) is (not recommended)
+        got = json.loads(json.dumps(verified_dict(v, 300)))
+        assert (got["replicas"], got["replica_rate"], got["recommended_meets"]) == (
+            3, 4.0, recommended)
+        assert [p["role"] for p in got["plans"]] == ["closest", "replica"]
+    # unmeasured (the replica's run failed): neither met nor missed
+    v = judge(a, plans, {}, True, (count, e, None))
+    assert v.recommended_meets is None and not v.confirmed
+
+
+def test_the_replica_is_served_alone_at_its_share_after_the_plans_at_the_rate(tmp_path,
+                                                                              monkeypatch):
+    """What `--verify` asks bench for when nothing meets: the closest plan at the rate, then the
+    replicated plan alone (no declared topology beside it) at rate / count."""
+    import argparse
+
+    from planner.app import tune_rate_verify as app
+    from planner.flags import command_line
+    from planner.tune.rate_verify import replica_to_serve
+
+    a = nothing_meets()
+    _, e = replica_to_serve(a)
+    commands = []
+
+    def bench(cmd, output, err):
+        commands.append(cmd)
+        rate = float(cmd[cmd.index("--rate") + 1])
+        names = [p.split("=", 1)[0] for i, p in enumerate(cmd) if cmd[i - 1] == "--placement"]
+        runs = [{"placement": n, "load": {"rate": rate, "requests": 300, "ok": 300, "errors": 0,
+                                          "ttfa_s": {"p99": 0.12 if rate < 12 else 0.4}}}
+                for n in names]
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "results.json").write_text(json.dumps({"runs": runs}))
+        return output / "results.json"
+
+    monkeypatch.setattr(app, "run_bench", bench)
+    args = argparse.Namespace(model_path="qwen3-tts", config=None, variant=None, requests=None,
+                              rounds=3, seed=0, device="cpu", stand_in_size=None, verify=1)
+    v = app.verify(args, a, tmp_path, None)
+    at_rate, alone = commands
+    assert float(at_rate[at_rate.index("--rate") + 1]) == 12.0
+    assert "--without-declared" not in at_rate
+    assert float(alone[alone.index("--rate") + 1]) == pytest.approx(4.0)
+    assert "--without-declared" in alone and alone.count("--placement") == 1
+    assert alone[alone.index("--placement") + 1].endswith("=" + command_line(e.candidate.requests))
+    assert [s.role for s in v.served] == ["closest", "replica"]
+    assert v.served[1].checks[0].measured_ms == pytest.approx(120.0)
+    assert v.recommended_meets is True and v.served[0].meets is False

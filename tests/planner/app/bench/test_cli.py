@@ -30,6 +30,8 @@ from planner.app.cli import main
     (["-m", "qwen3-tts", "--slo-ttfa-ms", "200"], "--slo-ttfa-ms needs --stream"),
     (["-m", "qwen3-tts", "--slo-p99-ms", "-1"], "--slo-p99-ms must be a positive number"),
     (["-m", "qwen3-tts", "--rounds", "0"], "--rounds must be at least 1"),
+    (["-m", "qwen3-tts", "--without-declared"],
+     "--without-declared serves only the --placement plans; name at least one"),
     (["-m", "qwen3-tts", "--rounds", "5", "--requests", "3"],
      "--rounds 5 needs at least one request per round; give --requests 5 or more"),
 ])

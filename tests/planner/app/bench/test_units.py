@@ -166,6 +166,17 @@ def test_duplicate_user_placements_are_measured_once():
     assert len(notes) == 2
 
 
+def test_without_the_declared_topology_only_the_placements_named_are_served():
+    # tune's replica check serves one plan at a rate of its own; the declared topology beside
+    # it would double the run for nothing
+    pipeline = planner.load_pipeline(model_path="qwen3-tts")
+    chosen, _ = P.choose(pipeline, ["a=--isolate-stage vocoder", "b=--stage-process "
+                                    "vocoder=voc"], None, declared=False)
+    assert [p.name for p in chosen] == ["a"]
+    chosen, _ = P.choose(pipeline, ["declared="], None, declared=False)
+    assert [(p.name, p.is_baseline) for p in chosen] == [("declared", True)]
+
+
 def test_the_same_processes_with_other_threads_or_copies_are_other_placements():
     # tune --verify served a rate question's pick and the cheaper plan it named as one, since
     # they split the stages alike: the copies made the difference it had to judge.
