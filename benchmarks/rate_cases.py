@@ -127,25 +127,38 @@ def _p99(plan: dict | None) -> tuple[float, float | None] | None:
     return t["predicted"]["median"], t["measured_ms"]
 
 
+def within_25(p99: tuple[float, float | None] | None) -> bool | None:
+    """Predicted within 25% of measured (None: not measured)."""
+    if p99 is None or p99[1] is None:
+        return None
+    return abs(p99[0] - p99[1]) / p99[1] <= 0.25
+
+
+def _flags(plan: dict) -> str:
+    return " ".join(plan["flags"]) or "declared"
+
+
+def _ms(p99: tuple[float, float | None]) -> str:
+    return f"{p99[0]:.0f} / {'-' if p99[1] is None else f'{p99[1]:.0f}'}"
+
+
 def row(case: dict, answer: dict) -> str:
     v = answer["rate_question"].get("verified") or {}
-    pick = recommended(answer)
-    cheaper = _served(answer, "cheaper")
-    role = ("pick" if _served(answer, "pick") else
-            f"nothing meets; 1 of {v.get('replicas')} replicas at {v.get('replica_rate') or 0:.3g}"
-            " req/s" if pick else "nothing meets, no replica count")
-    p = _p99(pick)
-    within = None if p is None or p[1] is None else abs(p[0] - p[1]) / p[1] <= 0.25
-    ch = _p99(cheaper)
+    pick, cheaper = recommended(answer), _served(answer, "cheaper")
+    p, within = _p99(pick), within_25(_p99(pick))
+    if _served(answer, "pick"):
+        role = "pick"
+    elif pick:
+        role = f"nothing meets; 1 of {v['replicas']} replicas at {v['replica_rate']:.3g} req/s"
+    else:
+        role = "nothing meets, no replica count"
     return " | ".join([
         f"{case['pipeline']} {case['load']} {case['rate']:g} req/s <= {case['ttfa_p99_ms']:g} ms",
-        f"{role}: `{' '.join(pick['flags']) or 'declared'}`" if pick else role,
-        "-" if p is None else f"{p[0]:.0f} / {p[1]:.0f}" if p[1] is not None else f"{p[0]:.0f}/-",
+        f"{role}: `{_flags(pick)}`" if pick else role,
+        "-" if p is None else _ms(p),
         "-" if pick is None else ("met" if pick["meets"] else "missed"),
         "-" if within is None else ("yes" if within else "no"),
-        "none cheaper" if cheaper is None else
-        f"`{' '.join(cheaper['flags']) or 'declared'}` {ch[0]:.0f} / "
-        f"{'-' if ch[1] is None else f'{ch[1]:.0f}'} "
+        "none cheaper" if cheaper is None else f"`{_flags(cheaper)}` {_ms(_p99(cheaper))} "
         f"{'met' if cheaper['meets'] else 'missed'}"])
 
 
@@ -162,11 +175,9 @@ def report(root: Path) -> None:
         answer = json.loads(path.read_text(encoding="utf-8"))
         print("| " + row(c, answer) + " |")
         n += 1
-        pick = recommended(answer)
+        pick, cheaper = recommended(answer), _served(answer, "cheaper")
         met += bool(pick and pick["meets"])
-        p = _p99(pick)
-        within += bool(p and p[1] and abs(p[0] - p[1]) / p[1] <= 0.25)
-        cheaper = _served(answer, "cheaper")
+        within += bool(within_25(_p99(pick)))
         cheaper_ok += cheaper is None or not cheaper["meets"]
     print(f"\n{n} cases served: the recommended plan met its target in {met}, predicted p99 "
           f"within 25% of measured in {within}, the cheaper plan missed (or none was cheaper) "

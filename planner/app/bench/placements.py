@@ -166,19 +166,10 @@ def choose(pipeline: Pipeline, options: Sequence[str], all_feasible_max: int | N
            declared: bool = True) -> tuple[list[Placement], list[str]]:
     """The placements to bench, baseline first, duplicates dropped; plus notes on what was dropped.
 
-    `all_feasible_max`: None = not asked; 0 = no limit. `declared`: False serves only the
-    `options` (a run that measures one plan at a load of its own, as tune's replica check does).
+    `all_feasible_max`: None = not asked; 0 = no limit. `declared`: False leaves the baseline out
+    unless an option is it (a run that measures one plan at a load of its own, as tune's replica
+    check does).
     """
-    if not declared:
-        chosen: list[Placement] = []
-        for c in (user_placement(pipeline, o) for o in options):
-            if any(p.signature == c.signature for p in chosen):
-                continue
-            if any(p.name == c.name for p in chosen):
-                raise PlacementError(f"two placements are named {c.name!r}; give each its own "
-                                     "name.")
-            chosen.append(c)
-        return chosen, []
     base = baseline(pipeline)
     if options:
         candidates = [user_placement(pipeline, o) for o in options]
@@ -186,8 +177,8 @@ def choose(pipeline: Pipeline, options: Sequence[str], all_feasible_max: int | N
         candidates = all_feasible(pipeline, 0)
     else:
         candidates = single_isolations(pipeline)
-    chosen, notes = [base], []
-    names = {base.name}
+    chosen, notes = ([base] if declared else []), []
+    names = {p.name for p in chosen}
     for c in candidates:
         same = next((p for p in chosen if p.signature == c.signature), None)
         if same is not None:
