@@ -34,6 +34,7 @@ import yaml
 
 import planner
 from launcher import launch
+from planner.app.cpu_steal import running_ticks
 from planner.errors import ConfigError
 from planner.tune.model import Workload, predict
 from planner.tune.profile import Profile
@@ -45,11 +46,12 @@ WARMUP = 8
 
 
 def busy_cpu_seconds() -> float:
-    """CPU-seconds all CPUs have spent not idle since boot (/proc/stat)."""
-    with open("/proc/stat", encoding="ascii") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    """CPU-seconds all CPUs have spent not idle since boot (/proc/stat; stolen time counts as
+    busy: the CPU was wanted)."""
+    ticks = running_ticks()
+    if ticks is None:
+        raise SystemExit("cores_busy.py reads /proc/stat, which this machine does not have")
+    return ticks[1] / os.sysconf("SC_CLK_TCK")
 
 
 def serve(plan: planner.Plan, concurrency: int, requests: int) -> tuple[float, float]:

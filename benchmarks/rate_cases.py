@@ -26,6 +26,8 @@ from pathlib import Path
 
 import yaml
 
+from planner.tune.rate_report import STOLEN_NOTE_SHARE
+
 sys.path.insert(0, str(Path(__file__).parent))
 from generated_pipelines import describe, generate  # noqa: E402
 from tune_generated import _planner, machine  # noqa: E402
@@ -142,8 +144,26 @@ def _ms(p99: tuple[float, float | None]) -> str:
     return f"{p99[0]:.0f} / {'-' if p99[1] is None else f'{p99[1]:.0f}'}"
 
 
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def stolen(answer: dict) -> float | None:
+    """Of the CPUs' running time while the recommended plan was served, the share stolen."""
+    pick = recommended(answer)
+    return None if pick is None else pick.get("cpu_stolen_of_running")
+
+
+def quiet(answer: dict) -> bool:
+    """Served on a quiet machine: the host took under STOLEN_NOTE_SHARE of the CPUs' running time
+    (runs from before the share was recorded are not counted as quiet)."""
+    got = stolen(answer)
+    return got is not None and got < STOLEN_NOTE_SHARE
+
+
 def row(case: dict, answer: dict) -> str:
     v = answer["rate_question"].get("verified") or {}
+    bursts = answer["rate_question"].get("cpu_bursts_now") or {}
     pick, cheaper = recommended(answer), _served(answer, "cheaper")
     p, within = _p99(pick), within_25(_p99(pick))
     if _served(answer, "pick"):
@@ -159,15 +179,18 @@ def row(case: dict, answer: dict) -> str:
         "-" if pick is None else ("met" if pick["meets"] else "missed"),
         "-" if within is None else ("yes" if within else "no"),
         "none cheaper" if cheaper is None else f"`{_flags(cheaper)}` {_ms(_p99(cheaper))} "
-        f"{'met' if cheaper['meets'] else 'missed'}"])
+        f"{'met' if cheaper['meets'] else 'missed'}",
+        f"{_share(bursts.get('burst_speed_median'))} / {_share(stolen(answer))}"])
 
 
 def report(root: Path) -> None:
     cases = json.loads((root / "decided.json").read_text(encoding="utf-8"))["cases"]
     print("| case | recommended plan | TTFA p99 predicted / measured, ms | served | within 25% "
-          "| cheaper plan: predicted / measured, served |")
-    print("|---|---|---|---|---|---|")
+          "| cheaper plan: predicted / measured, served | bursts' speed at tune / CPU stolen "
+          "while served |")
+    print("|---|---|---|---|---|---|---|")
     met = within = cheaper_ok = n = 0
+    calm = [0, 0, 0]  # quiet cases: served, met, within 25%
     for c in cases:
         path = root / f"{c['pipeline']}-{c['load']}" / "tune.json"
         if not path.exists():
@@ -179,9 +202,15 @@ def report(root: Path) -> None:
         met += bool(pick and pick["meets"])
         within += bool(within_25(_p99(pick)))
         cheaper_ok += cheaper is None or not cheaper["meets"]
+        if quiet(answer):
+            calm[0] += 1
+            calm[1] += bool(pick and pick["meets"])
+            calm[2] += bool(within_25(_p99(pick)))
     print(f"\n{n} cases served: the recommended plan met its target in {met}, predicted p99 "
           f"within 25% of measured in {within}, the cheaper plan missed (or none was cheaper) "
-          f"in {cheaper_ok}")
+          f"in {cheaper_ok}; on a quiet machine (CPU stolen under {STOLEN_NOTE_SHARE:.0%} while "
+          f"the recommended plan was served): {calm[0]} cases, met in {calm[1]}, within 25% in "
+          f"{calm[2]}")
 
 
 def main() -> None:

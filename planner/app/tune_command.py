@@ -127,6 +127,13 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     rate_question = bool(tune_rate.targets(args))
     tune_rate.check(args, pipeline.name)
     profile = _profile(args, pipeline, err, output)
+    bursts = None
+    if rate_question:  # tails at a light load are where a shared host's CPUs show
+        from planner.app.cpu_steal import burst_speed
+
+        bursts = burst_speed()
+        if bursts.slow:
+            err.print(f"tune: note: {bursts.note()}")
     try:
         if rate_question:  # every plan kept: the targets, latency's too, judge them banded
             choice = choose(pipeline, profile, (tune_rate.workload(args),), "ttfa",
@@ -153,6 +160,7 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     verified = None
     if answer is not None:
         result = tune_rate.finish(answer, choice, result, profile)
+        result["rate_question"]["cpu_bursts_now"] = bursts.as_dict() if bursts else None
         if args.verify:
             verified = tune_rate.verify(args, answer, output, err)
             result["rate_question"]["verified"] = tune_rate.verified_dict(args, verified)

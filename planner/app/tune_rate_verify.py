@@ -82,6 +82,7 @@ def load_measures(run: dict[str, Any]) -> dict[str, Any]:
         for q in (50, 90, 99):
             out[f"{metric}_p{q}_ms"] = ms(summary.get(f"p{q}"))
     out["stalled_share"] = (load.get("stream_continuity") or {}).get("stalled_share")
+    out["cpu_stolen_of_running"] = load.get("cpu_stolen_of_running")
     return out
 
 

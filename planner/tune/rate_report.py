@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
     from planner.tune.profile import Profile
 
+# A served run that lost this much of its CPUs' running time to other guests is said to have.
+STOLEN_NOTE_SHARE = 0.10
+
 
 def _band(b: Band) -> str:
     if b.low == b.high:
@@ -271,20 +274,37 @@ def render_verified(console: Console, v: RateVerdict, requests: int) -> None:
     t = Table(title=f"served at {v.rate:g} req/s (open loop, Poisson arrivals; {requests} "
                     f"{kind} requests each): predicted median (low-high) beside measured",
               title_justify="left")
-    for col in ("plan", "role", "target", "predicted", "measured", "", "stalled"):
-        t.add_column(col, justify="right" if col in ("predicted", "measured", "stalled")
-                     else "left", no_wrap=col == "plan")
+    numeric = ("predicted", "measured", "stalled", "CPU stolen")
+    for col in ("plan", "role", "target", *numeric[:2], "", *numeric[2:]):
+        t.add_column(col, justify="right" if col in numeric else "left", no_wrap=col == "plan")
     for s in v.served:
         stalled = "-" if s.stalled_share is None else f"{s.stalled_share:.0%}"
+        stolen = "-" if s.stolen_of_running is None else f"{s.stolen_of_running:.0%}"
         role = (s.role if s.role != "replica" else
                 f"1 of {v.replicas} replicas, at {v.replica_rate:.3g} req/s")
         for i, c in enumerate(s.checks):
             t.add_row(s.estimate.candidate.name if i == 0 else "", role if i == 0 else "",
                       f"{c.target.label} <= {c.target.ms:g} ms", _band(c.predicted),
                       _measured(c), _outcome(s, c), stalled if i == 0 else "",
+                      stolen if i == 0 else "",
                       style="bold" if s.role in ("pick", "replica") else "")
     print_unsqueezed(console, t)
     console.print(Text("verified: ", style="bold") + Text(verdict_text(v)))
+    if (note := stolen_note(v)) is not None:
+        console.print(Text("note: ", style="bold") + Text(note))
+
+
+def stolen_note(v: RateVerdict) -> str | None:
+    """Where the host took much of the CPUs while the plans were served, a line that says so:
+    the model gives the pipeline whole CPUs, so there the measured latencies run long."""
+    worst = max((s.stolen_of_running for s in v.served if s.stolen_of_running is not None),
+                default=None)
+    if worst is None or worst < STOLEN_NOTE_SHARE:
+        return None
+    return (f"the hypervisor gave other guests up to {worst:.0%} of the CPUs' running time while "
+            "these plans were served (CPU stolen, /proc/stat); the predictions are for CPUs of "
+            "their own, so there the measured latencies run longer than predicted, most in the "
+            "tail. Judge the answer again when the machine is quiet.")
 
 
 def verified_dict(v: RateVerdict, requests: int) -> dict[str, Any]:
@@ -304,6 +324,7 @@ def verified_dict(v: RateVerdict, requests: int) -> dict[str, Any]:
             "requests": s.requests,
             "errors": s.errors,
             "stalled_share": s.stalled_share,
+            "cpu_stolen_of_running": s.stolen_of_running,
             "meets": s.meets,
             "targets": [{
                 "target": c.target.key, "ms": c.target.ms,

@@ -68,6 +68,9 @@ class Served:
     requests: int  # measured
     errors: int  # requests that got no audio
     stalled_share: float | None  # streamed: the share whose playback ran dry
+    # Of the CPUs' running time during the run, the share the hypervisor gave to other guests
+    # (None: not known). The model gives the pipeline whole CPUs.
+    stolen_of_running: float | None = None
 
     @property
     def meets(self) -> bool | None:
@@ -114,7 +117,7 @@ def _served(a: RateAnswer, role: Role, e: Estimate, run: Mapping[str, Any]) -> S
     checks = tuple(Check(t, e.band(t.metric, t.percentile),
                          measured_ms(run, t) if run.get("ok") else None) for t in a.targets)
     return Served(role, e, checks, int(run.get("requests") or 0), int(run.get("errors") or 0),
-                  run.get("stalled_share"))
+                  run.get("stalled_share"), run.get("cpu_stolen_of_running"))
 
 
 def judge(a: RateAnswer, plans: list[tuple[Role, Estimate]],

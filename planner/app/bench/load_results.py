@@ -92,6 +92,17 @@ class LoadResult:
     wall_s: float  # start of the load to the last response
     samples: tuple[Sample, ...]
     sender_realtime: bool | None = None  # open loop: the sender process had real-time priority
+    # The machine's (stolen, running-or-stolen) CPU jiffies over the load (/proc/stat; None
+    # where it does not say): on a shared host a run may lose much of its CPUs' time.
+    cpu_ticks: tuple[int, int] | None = None
+
+    @property
+    def stolen_of_running(self) -> float | None:
+        """Of the CPUs' time not idle during the load, the share the hypervisor gave to other
+        guests."""
+        if self.cpu_ticks is None or self.cpu_ticks[1] <= 0:
+            return None
+        return self.cpu_ticks[0] / self.cpu_ticks[1]
 
     @property
     def mode(self) -> str:

@@ -166,6 +166,7 @@ def _load_dict(load: LoadResult, slo: Slo) -> dict[str, Any]:
         "errors_by_kind": load.errors_by_kind(),
         "error_messages": list(load.error_messages()),
         "wall_s": load.wall_s,
+        "cpu_stolen_of_running": load.stolen_of_running,
         "offered_rps": load.offered_rps,
         "throughput_rps": load.throughput_rps,
         "goodput_rps": load.goodput_rps(slo),

@@ -63,8 +63,11 @@ def _merge_loads(loads: Sequence[LoadResult]) -> LoadResult:
                     for s in load.samples]
         offset += load.wall_s
     realtime = [load.sender_realtime for load in loads if load.sender_realtime is not None]
+    ticks = [load.cpu_ticks for load in loads]
     return LoadResult(shape=loads[0].shape, stream=loads[0].stream, wall_s=offset,
-                      samples=tuple(samples), sender_realtime=all(realtime) if realtime else None)
+                      samples=tuple(samples), sender_realtime=all(realtime) if realtime else None,
+                      cpu_ticks=None if None in ticks else (sum(t[0] for t in ticks),
+                                                            sum(t[1] for t in ticks)))
 
 
 def _merge_profiles(profiles: Sequence[tuple[StageTime, ...]]) -> tuple[StageTime, ...]:

@@ -28,6 +28,7 @@ from planner.app.bench.placements import Placement
 from planner.app.bench.results import Run
 from planner.app.bench.server import Server, ServerSpec
 from planner.app.bench.texts import request_texts, warmup_texts
+from planner.app.cpu_steal import running_ticks, ticks_between
 
 DURATION_TEXT_POOL = 512  # distinct texts cycled through by --duration runs
 
@@ -79,9 +80,11 @@ def run_one(settings: Settings, placement: Placement, shape: Shape,
         before = settled_metrics(url)
         progress.phase(f"load ({'streaming' if settings.stream else 'whole responses'})")
         sampler = GpuSampler(url) if device == "cuda" else None
+        ticks = running_ticks()
         with sampler or contextlib.nullcontext():
             load = run_load(url, Load(shape, texts, settings.requests, settings.duration_s,
                                       settings.stream, settings.seed), progress.done)
+        load = replace(load, cpu_ticks=ticks_between(ticks, running_ticks()))
         progress.phase("collecting metrics")
         after = settled_metrics(url)
         health = httpx.get(f"{url}/health", timeout=10).json()

@@ -18,7 +18,7 @@ from planner.tune.calibration import calibrate_to_served, request_scales
 
 from planner.app.bench.machine import cpu_model
 from planner.app.bench.texts import request_texts, warmup_texts
-from planner.app.profiling.cpu_steal import steal_ticks, stolen_share
+from planner.app.cpu_steal import steal_ticks, stolen_share
 from planner.app.profiling.crossing_costs import front_door, served_stage_ms
 from planner.app.profiling.lock_sampling import LockProbe, Spinner
 from planner.app.profiling.thread_scaling import measure_threads

@@ -14,7 +14,7 @@ import pytest
 import planner
 from launcher.worker.core_wait import WaitClock
 pytest.importorskip("torch", reason="planner.app.profiling needs the serve extra (torch)")
-from planner.app.profiling.cpu_steal import steal_ticks, stolen_share
+from planner.app.cpu_steal import steal_ticks, stolen_share
 from planner.app.profiling.stage_timing import build_stage, run_request
 from planner.tune.profile import BUSY_SHARE
 from tests.processes import cpu_hogs  # noqa: F401 - a fixture

@@ -128,6 +128,12 @@ def test_the_commands_json_makes_the_pick_what_to_run(profile_file, tmp_path):
     assert data["candidates"][data["best"]]["flags"] == pick["flags"]
     assert {"ttfa_p50_ms", "ttfa_p90_ms", "ttfa_p99_ms"} <= set(
         data["candidates"][0]["predicted"])
+    # how fast this machine ran short bursts of work as it answered: a light load's tails
+    # depend on it, and the model's CPUs run at full speed
+    bursts = data["rate_question"]["cpu_bursts_now"]
+    assert 0 < bursts["burst_speed_slow_tenth"] <= bursts["burst_speed_median"] <= 1
+    slow = bursts["burst_speed_median"] < 0.85
+    assert ("short bursts of CPU work run at" in out.stderr) == slow, out.stderr
 
 
 def test_the_command_exits_1_when_nothing_meets(profile_file, tmp_path):

@@ -37,9 +37,10 @@ def answer(targets=(P99,)) -> RateAnswer:
     return RateAnswer(12.0, targets, True, 2, 1, len(est), finalists, pick, cheaper, None, None)
 
 
-def run(ttfa_p99_ms, latency_p99_ms=300.0, errors=0, ok=300):
+def run(ttfa_p99_ms, latency_p99_ms=300.0, errors=0, ok=300, stolen=None):
     return {"requests": ok + errors, "ok": ok, "errors": errors, "ttfa_p99_ms": ttfa_p99_ms,
-            "latency_p99_ms": latency_p99_ms, "stalled_share": 0.01}
+            "latency_p99_ms": latency_p99_ms, "stalled_share": 0.01,
+            "cpu_stolen_of_running": stolen}
 
 
 def served(a, k, measured):
@@ -103,6 +104,24 @@ def test_every_target_is_judged_and_the_json_carries_predicted_beside_measured()
         ("ttfa_p99_ms", 120.0, True), ("latency_p99_ms", 450.0, False)]
     assert pick["targets"][0]["predicted"]["median"] == pytest.approx(
         a.pick.band("ttfa", 99).median, abs=0.01)
+
+
+def test_a_run_that_lost_its_cpus_to_other_guests_says_so_beside_its_verdict():
+    from rich.console import Console
+
+    from planner.tune.rate_report import render_verified, stolen_note
+
+    quiet = served(answer(), 1, {"pick": run(120.0, stolen=0.02), "cheaper": run(480.0)})
+    assert stolen_note(quiet) is None  # 2%, and one run not known
+    busy = served(answer(), 1, {"pick": run(190.0, stolen=0.41), "cheaper": run(480.0, stolen=0.3)})
+    assert [s.stolen_of_running for s in busy.served] == [0.41, 0.3]
+    assert verified_dict(busy, 300)["plans"][0]["cpu_stolen_of_running"] == 0.41
+    note = stolen_note(busy)
+    assert "up to 41% of the CPUs' running time" in note and "when the machine is quiet" in note
+    console = Console(record=True, width=200)
+    render_verified(console, busy, 300)
+    text = console.export_text()
+    assert "CPU stolen" in text and "41%" in text and "note: the hypervisor" in text
 
 
 def test_a_whole_response_s_first_audio_is_its_end():

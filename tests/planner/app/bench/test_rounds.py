@@ -5,6 +5,7 @@ all its requests."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -58,6 +59,18 @@ def test_merged_rounds_are_all_the_requests_over_all_the_time():
     assert merged.processes[0].peak_rss_bytes == 300  # the highest of its rounds
     assert merged.ideal_rps == pytest.approx(1 / (0.03 + 0.01))
     assert rounds.merge([fast]) is fast and rounds.spread(fast) is None
+
+
+def test_the_cpu_stolen_over_merged_rounds_is_over_all_their_running_time():
+    fast = run(DECLARED, 1.0, [0.1, 0.2], a_s=0.02, rss=100)
+    slow = run(DECLARED, 3.0, [0.5, 0.6], a_s=0.04, rss=300)
+    fast = replace(fast, load=replace(fast.load, cpu_ticks=(10, 100)))
+    slow = replace(slow, load=replace(slow.load, cpu_ticks=(90, 300)))
+    assert fast.load.stolen_of_running == pytest.approx(0.1)
+    assert rounds.merge([fast, slow]).load.stolen_of_running == pytest.approx(100 / 400)
+    # a round that could not read /proc/stat leaves the whole unknown, not a part of it
+    unknown = replace(slow, load=replace(slow.load, cpu_ticks=None))
+    assert rounds.merge([fast, unknown]).load.stolen_of_running is None
 
 
 class Recorder:
