@@ -5,7 +5,7 @@ how much there was instead (`Profile.core_wait_share` counts it).
 
 On a shared host the steal depends on how the guest uses its CPUs, not only on the neighbours:
 on this project's 2-vCPU machine, two threads busy without a pause lost 2-9% of their running
-time while work in 10 ms bursts with 40 ms pauses between lost 24-54% (the same minutes), and a
+time while work in 10 ms bursts with 50 ms pauses between lost 24-54% (the same minutes), and a
 served pipeline at 2 requests a second lost 47-49%. So `burst_speed` measures the kind of use a
 pipeline serving a light load makes, and `stolen_of_running` reports a run's own share."""
 
@@ -94,7 +94,8 @@ class BurstSpeed:
                 "gives the CPUs to other guests). The predictions are for CPUs that run at full "
                 "speed, as the profile measured them, so at a light load served latencies will "
                 "run longer than predicted, most in the tail; ask again when the machine is "
-                "quiet")
+                f"quiet, or add `--cpu-speed {max(self.median, 0.05):.2f}` to predict for the "
+                "machine as it runs now")
 
     def as_dict(self) -> dict[str, float | None]:
         return {"burst_speed_median": round(self.median, 3),

@@ -126,7 +126,7 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
                         "and tune.json)")
     rate_question = bool(tune_rate.targets(args))
     tune_rate.check(args, pipeline.name)
-    profile = _profile(args, pipeline, err, output)
+    profile = _profile(args, pipeline, err, output).at_cpu_speed(args.cpu_speed)
     bursts = None
     if rate_question:  # tails at a light load are where a shared host's CPUs show
         from planner.app.cpu_steal import burst_speed
@@ -156,6 +156,7 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         measured = verify(args, choice, args.verify, err)
         judged = verdict(choice, measured)
     result = choice_dict(choice, profile, reason, measured, judged)
+    result["cpu_speed"] = args.cpu_speed  # what the predictions take the CPUs' speed to be
     answer = tune_rate.ask(choice, profile, tune_rate.targets(args)) if rate_question else None
     verified = None
     if answer is not None:

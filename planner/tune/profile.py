@@ -5,7 +5,7 @@ as `profile.json` (reusable, diffable) and read back. Pure data: measuring is th
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,27 @@ class Profile:
     # responses, as a profile saved before this field was. A stage may do different work for
     # each (piper-joe's acoustic stage cuts a streamed response into chunks, a whole one not).
     stream: bool = False
+
+    def at_cpu_speed(self, speed: float) -> Profile:
+        """The same pipeline on CPUs that run `speed` (0-1] of the time they are wanted, as a
+        shared host's are when its hypervisor gives the rest to other guests: every CPU cost
+        over `speed` (a stage's Python and native work and its calls, a crossing's work and
+        copy, the serving process's and the client's work); device time and wake-up latency as
+        measured. The profile's costs are CPU clocks, which a stolen CPU does not advance."""
+        if not 0 < speed <= 1:
+            raise ValueError(f"a CPU speed is a share of full speed, above 0 up to 1: {speed!r}")
+        if speed == 1:
+            return self
+        k = 1.0 / speed
+        stages = tuple(replace(
+            s, gil_ms=s.gil_ms * k, native_ms=s.native_ms * k,
+            native_call_ms=None if s.native_call_ms is None else s.native_call_ms * k,
+            native_ms_by_threads=None if s.native_ms_by_threads is None else {
+                n: ms * k for n, ms in s.native_ms_by_threads.items()}) for s in self.stages)
+        h = self.handoff
+        return replace(self, stages=stages,
+                       handoff=replace(h, fixed_ms=h.fixed_ms * k, copy_gbps=h.copy_gbps * speed),
+                       frontend_ms=self.frontend_ms * k, client_ms=self.client_ms * k)
 
     def stage(self, name: str) -> StageProfile:
         for s in self.stages:

@@ -35,6 +35,11 @@ def add_parser(sub) -> None:
                    help="requests per profiling pass (default 12)")
     p.add_argument("--cores", type=positive(int), metavar="N",
                    help="predict for a machine with N cores (default: the profiled machine's)")
+    p.add_argument("--cpu-speed", type=positive(float, 1.0, 0.05), default=1.0, metavar="S",
+                   help="predict for CPUs that run S (0.05-1) of the time they are wanted, as a "
+                        "shared host's do while its hypervisor serves other guests (default 1: "
+                        "full speed, as profiled); a rate question measures how fast short "
+                        "bursts of work run now and says so when they are slow")
     p.add_argument("--placements-only", action="store_true",
                    help="rank placements alone, one thread per stage and one copy per group "
                         "(default: also give the best placements' busiest stages more threads "

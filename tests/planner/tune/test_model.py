@@ -417,3 +417,26 @@ def test_a_plain_edge_hands_on_a_chunked_output_only_once_it_is_complete():
     assert held.latency_p50_ms == pytest.approx(2 + 16 + 16, rel=0.05)
     # Streamed on, it works on each chunk as it comes and ends a chunk after the middle stage.
     assert streamed.latency_p50_ms == pytest.approx(2 + 16 + 2, rel=0.05)
+
+
+def test_cpus_at_half_speed_take_twice_as_long_for_cpu_work_and_no_longer_for_device_time():
+    # What a shared host does to a pipeline whose profile was taken at full speed: its CPU
+    # costs, measured on CPU clocks, stretch; its device time (a GPU, a sleep) does not.
+    cpu_bound = chain("a", "b")
+    prof = profile({"a": (2.0, 6.0, 0.0), "b": (1.0, 3.0, 0.0)}, native_call_ms=0.5,
+                   frontend_ms=1.0)
+    slow = prof.at_cpu_speed(0.5)
+    assert slow.stage("a").gil_ms == 4.0 and slow.stage("a").native_ms == 12.0
+    assert slow.stage("a").native_call_ms == 1.0 and slow.frontend_ms == 2.0
+    assert slow.handoff.fixed_ms == 2 * prof.handoff.fixed_ms
+    assert prof.at_cpu_speed(1.0) is prof
+    one = Workload(concurrency=1)
+    full = predict(planner.declared_plan(cpu_bound), prof, one)
+    half = predict(planner.declared_plan(cpu_bound), slow, one)
+    assert half.latency_p50_ms == pytest.approx(2 * full.latency_p50_ms, rel=0.02)
+    device = chain("g")
+    asleep = profile({"g": (0.0, 0.0, 20.0)}, handoff=HandoffCost(0.0, 5.0, 0.05))
+    assert predict(planner.declared_plan(device), asleep.at_cpu_speed(0.5), one).latency_p50_ms \
+        == pytest.approx(predict(planner.declared_plan(device), asleep, one).latency_p50_ms)
+    with pytest.raises(ValueError, match="share of full speed"):
+        prof.at_cpu_speed(0.0)

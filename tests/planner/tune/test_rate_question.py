@@ -155,3 +155,20 @@ def test_a_first_audio_target_without_one_rate_is_one_paragraph(load, says):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert says in " ".join(out.stderr.split())
     assert "planner tune qwen3-tts --rate 2 --ttfa-p99-ms 400" in " ".join(out.stderr.split())
+
+
+def test_cpu_speed_predicts_for_a_shared_hosts_slower_cpus(profile_file, tmp_path):
+    def declared_rps(*extra):
+        out = run_planner("tune", "qwen3-tts", "--profile", profile_file, "--concurrency", "1",
+                          "--placements-only", "--format", "json", "--output",
+                          str(tmp_path / "o"), *extra)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        declared = next(c for c in data["candidates"] if not c["flags"])
+        return data["cpu_speed"], declared["predicted"]["throughput_rps"]
+
+    assert declared_rps()[0] == 1.0
+    speed, slow = declared_rps("--cpu-speed", "0.5")
+    assert speed == 0.5 and slow < 0.6 * declared_rps()[1]
+    bad = run_planner("tune", "qwen3-tts", "--profile", profile_file, "--cpu-speed", "1.5")
+    assert bad.returncode == 2 and "--cpu-speed" in bad.stderr and "0.05 to 1" in bad.stderr
