@@ -46,9 +46,9 @@ def names(plans: list[tuple[Role, Estimate]]) -> dict[str, str]:
 
 
 def bench_command(args: argparse.Namespace, a: RateAnswer, plans: list[tuple[Role, Estimate]],
-                  output: Path, rate: float | None = None) -> list[str]:
-    """Bench serving `plans` at the answer's rate (or `rate`: one replica's share, served
-    without the declared topology beside it unless it is the plan)."""
+                  output: Path, rate: float | None = None, alone: bool = False) -> list[str]:
+    """Bench serving `plans` at the answer's rate (or `rate`, e.g. one replica's share); `alone`:
+    without the declared topology beside them unless it is one of them."""
     cmd = bench_base(args)
     by_name = names(plans)
     flagged = [(by_name[e.candidate.name], e) for _, e in plans if e.candidate.requests]
@@ -56,7 +56,7 @@ def bench_command(args: argparse.Namespace, a: RateAnswer, plans: list[tuple[Rol
         cmd += ["--placement", f"{name}={command_line(e.candidate.requests)}"]
     if not flagged:  # bench given no --placement would serve its default comparison
         cmd += ["--placement", "declared="]
-    if rate is not None:
+    if alone:
         cmd += ["--without-declared"]
     n = requests(args)
     cmd += ["--rate", repr(a.rate if rate is None else rate), "--arrivals", "poisson",
@@ -113,7 +113,7 @@ def verify(args: argparse.Namespace, a: RateAnswer, output: Path, err: Console) 
     # share of the rate, which is all a node of them would see
     count, e = replica
     share, where = a.rate / count, output / "verify-replica"
-    alone: list[tuple[Role, Estimate]] = [("replica", e)]
-    cmd = bench_command(args, a, alone, where, rate=share)
-    got = read_results(run_bench(cmd, where, err), share, names(alone))
+    one: list[tuple[Role, Estimate]] = [("replica", e)]
+    cmd = bench_command(args, a, one, where, rate=share, alone=True)
+    got = read_results(run_bench(cmd, where, err), share, names(one))
     return judge(a, plans, measured, streamed(a), (count, e, got.get(e.candidate.name)))
