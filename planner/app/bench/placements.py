@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import planner
 from planner import Isolate, Pipeline, Plan, Request, Result
+from planner.app.bench.measure import ideal_throughput
 
 BASELINE = "declared"
 MAX_ENUMERATED_UNITS = planner.MAX_ENUMERATED_UNITS
@@ -72,6 +73,11 @@ class Placement:
         out = {name: stages for name, stages in self.groups}
         out.update({f"{stage} (tp)": (stage,) for stage, _ in self.tp_stages})
         return out
+
+    def ideal_rps(self, per_request_s: Mapping[str, float | None]) -> float | None:
+        """The ideal throughput bound (`measure.ideal_throughput`) of stages that took
+        `per_request_s` each, run as this placement runs them: its serial resources and copies."""
+        return ideal_throughput(per_request_s, self.resources(), self.resource_copies())
 
     def describe(self) -> str:
         return " | ".join("+".join(stages) for _, stages in self.groups)

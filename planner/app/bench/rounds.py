@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from planner.app.bench.load_results import LoadResult
-from planner.app.bench.measure import ProcessPeak, StageTime, ideal_throughput
+from planner.app.bench.measure import ProcessPeak, StageTime
 from planner.app.bench.results import Run
 
 
@@ -37,8 +37,7 @@ def merge(parts: Sequence[Run]) -> Run:
     first = parts[0]
     load = _merge_loads([p.load for p in parts])
     profile = _merge_profiles([p.profile for p in parts])
-    ideal = ideal_throughput({s.stage: s.per_request_s for s in profile},
-                             first.placement.resources(), first.placement.resource_copies())
+    ideal = first.placement.ideal_rps({s.stage: s.per_request_s for s in profile})
     return replace(first, startup_s=sum(p.startup_s for p in parts) / len(parts),
                    processes=_merge_peaks([p.processes for p in parts]), profile=profile,
                    ideal_rps=ideal, load=load,

@@ -19,7 +19,6 @@ from planner.app.bench.load_shapes import Closed, Load, Shape
 from planner.app.bench.loadgen import run_load
 from planner.app.bench.measure import (
     GpuSampler,
-    ideal_throughput,
     process_peaks,
     settled_metrics,
     stage_profile,
@@ -93,8 +92,7 @@ def run_one(settings: Settings, placement: Placement, shape: Shape,
     where = {s: name for name, stages in placement.groups for s in stages}
     where.update({s: ranks[0] for s, ranks in placement.tp_stages})
     profile = stage_profile(before, after, where)
-    ideal = ideal_throughput({s.stage: s.per_request_s for s in profile}, placement.resources(),
-                             placement.resource_copies())
+    ideal = placement.ideal_rps({s.stage: s.per_request_s for s in profile})
     return Run(placement=placement, device=device, startup_s=started.startup_s, processes=peaks,
                profile=profile, ideal_rps=ideal, load=load, slo=settings.slo)
 

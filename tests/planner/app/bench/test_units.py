@@ -191,6 +191,10 @@ def test_the_same_processes_with_other_threads_or_copies_are_other_placements():
     copies = chosen[2]
     assert copies.process_count == 3  # pipeline, and two copies of the vocoder
     assert copies.resource_copies() == {"vocoder": 2}
+    # two vocoders share its work: the pipeline process (0.05 s a request) bounds it, not the
+    # vocoder (0.08 s over 2)
+    assert math.isclose(copies.ideal_rps({"frontend": 0.02, "acoustic": 0.03, "vocoder": 0.08}),
+                        1 / 0.05)
 
 
 # -- texts and metrics ---------------------------------------------------------------------------
