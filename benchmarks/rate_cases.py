@@ -7,6 +7,7 @@ the measured one.
     python benchmarks/rate_cases.py --decide DIR      # profile each pipeline, fix rates and targets
     python benchmarks/rate_cases.py --serve DIR       # ask and serve every case decided in DIR
     python benchmarks/rate_cases.py --report DIR      # the table, from what DIR holds
+    python benchmarks/rate_cases.py --report DIR DIR2  # and each case on its first quiet run
 
 Rates and targets are fixed from each pipeline's profile before anything is served, by one rule
 (`decide`): the machine's hold is the most any plan is predicted to complete with four clients
@@ -248,12 +249,44 @@ def report(root: Path) -> None:
           f"{at_speed[1]} of {at_speed[0]}")
 
 
+def judge_quiet(roots: list[Path]) -> None:
+    """Each case judged on its first quiet run over `roots` (in the order given: a case served
+    again after a disturbed run is judged on the later run only if it was quiet), every case
+    named with the run it was judged on."""
+    cases = json.loads((roots[0] / "decided.json").read_text(encoding="utf-8"))["cases"]
+    met = within = cheaper_ok = judged = 0
+    print("\n| case | judged on | stolen | TTFA p99 predicted / measured, ms | met | within 25% |")
+    print("|---|---|---|---|---|---|")
+    for c in cases:
+        key = f"{c['pipeline']}-{c['load']}"
+        runs = [(r, json.loads((r / key / "tune.json").read_text(encoding="utf-8")))
+                for r in roots if (r / key / "tune.json").exists()]
+        first = next(((r, a) for r, a in runs if quiet(a)), None)
+        if first is None:
+            print(f"| {key} | no quiet run ({len(runs)} served) | - | - | - | - |")
+            continue
+        root, answer = first
+        pick, cheaper = recommended(answer), _served(answer, "cheaper")
+        ok, close = bool(pick and pick["meets"]), bool(within_25(_p99(pick)))
+        judged += 1
+        met += ok
+        within += close
+        cheaper_ok += cheaper is None or not cheaper["meets"]
+        print(f"| {key} | {root.name} | {_share(stolen(answer))} | {_ms(_p99(pick))} | "
+              f"{'met' if ok else 'missed'} | {'yes' if close else 'no'} |")
+    print(f"\nJudged on each case's first quiet run: {judged} of {len(cases)} cases; the "
+          f"recommended plan met its target in {met}, predicted p99 within 25% of measured in "
+          f"{within}, the cheaper plan missed (or none was cheaper) in {cheaper_ok}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--decide", type=Path, metavar="DIR")
     what.add_argument("--serve", type=Path, metavar="DIR")
-    what.add_argument("--report", type=Path, metavar="DIR")
+    what.add_argument("--report", type=Path, nargs="+", metavar="DIR",
+                      help="one table per DIR; with several, each case judged on its first run "
+                           "served on a quiet machine, in the order given")
     ap.add_argument("--only", help="serve the cases whose name contains this (e.g. piper-joe)")
     args = ap.parse_args()
     if args.decide:
@@ -261,7 +294,10 @@ def main() -> None:
     elif args.serve:
         serve(args.serve, args.only)
     else:
-        report(args.report)
+        for root in args.report:
+            report(root)
+        if len(args.report) > 1:
+            judge_quiet(args.report)
 
 
 if __name__ == "__main__":
