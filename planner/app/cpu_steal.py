@@ -44,10 +44,9 @@ def steal_ticks(stat: Path = STAT) -> Ticks | None:
 
 
 def stolen_share(before: Ticks | None, after: Ticks | None) -> float:
-    """The share of the machine's CPU time stolen between two readings (0 where unknown)."""
-    if before is None or after is None or after[1] <= before[1]:
-        return 0.0
-    return max(0.0, (after[0] - before[0]) / (after[1] - before[1]))
+    """The share of the machine's CPU time stolen between two `steal_ticks` readings (0 where
+    unknown)."""
+    return _share(ticks_between(before, after)) or 0.0
 
 
 def running_ticks(stat: Path = STAT) -> Ticks | None:
@@ -66,7 +65,10 @@ def ticks_between(before: Ticks | None, after: Ticks | None) -> Ticks | None:
 def stolen_of_running(before: Ticks | None, after: Ticks | None) -> float | None:
     """Of the time the CPUs were not idle between two `running_ticks` readings, the share the
     hypervisor gave to other guests (None where unknown or nothing ran)."""
-    counted = ticks_between(before, after)
+    return _share(ticks_between(before, after))
+
+
+def _share(counted: Ticks | None) -> float | None:
     if counted is None or counted[1] <= 0:
         return None
     return max(0.0, counted[0] / counted[1])
