@@ -117,7 +117,7 @@ def serve(root: Path, only: str | None) -> None:
                        "--ttfa-p99-ms", str(c["ttfa_p99_ms"]), "--verify", "1",
                        "--output", str(out))
         (out / "tune.json").write_text(json.dumps(answer, indent=1), encoding="utf-8")
-        print("  " + row(c, answer), flush=True)
+        print("  " + row(c, answer, p99_at_served_speed(c, answer)), flush=True)
 
 
 def _served(answer: dict, role: str) -> dict | None:
@@ -190,7 +190,8 @@ def p99_at_served_speed(case: dict, answer: dict) -> float | None:
                              for r in runs)
 
 
-def row(case: dict, answer: dict) -> str:
+def row(case: dict, answer: dict, at: float | None) -> str:
+    """One case's line of the table; `at`: its `p99_at_served_speed`."""
     v = answer["rate_question"].get("verified") or {}
     bursts = answer["rate_question"].get("cpu_bursts_now") or {}
     pick, cheaper = recommended(answer), _served(answer, "cheaper")
@@ -210,7 +211,7 @@ def row(case: dict, answer: dict) -> str:
         "none cheaper" if cheaper is None else f"`{_flags(cheaper)}` {_ms(_p99(cheaper))} "
         f"{'met' if cheaper['meets'] else 'missed'}",
         f"{_share(bursts.get('burst_speed_median'))} / {_share(stolen(answer))}",
-        "-" if (at := p99_at_served_speed(case, answer)) is None else
+        "-" if at is None else
         f"{at:.0f}{'' if p is None or p[1] is None else f' ({at / p[1]:.2f}x)'}"])
 
 
@@ -228,13 +229,14 @@ def report(root: Path) -> None:
         if not path.exists():
             continue
         answer = json.loads(path.read_text(encoding="utf-8"))
-        print("| " + row(c, answer) + " |")
+        at = p99_at_served_speed(c, answer)
+        print("| " + row(c, answer, at) + " |")
         n += 1
         pick, cheaper = recommended(answer), _served(answer, "cheaper")
         met += bool(pick and pick["meets"])
         within += bool(within_25(_p99(pick)))
         cheaper_ok += cheaper is None or not cheaper["meets"]
-        if (at := p99_at_served_speed(c, answer)) is not None and _p99(pick)[1]:
+        if at is not None and _p99(pick)[1]:
             at_speed[0] += 1
             at_speed[1] += abs(at - _p99(pick)[1]) / _p99(pick)[1] <= 0.25
         if quiet(answer):

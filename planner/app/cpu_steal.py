@@ -46,7 +46,7 @@ def steal_ticks(stat: Path = STAT) -> Ticks | None:
 def stolen_share(before: Ticks | None, after: Ticks | None) -> float:
     """The share of the machine's CPU time stolen between two `steal_ticks` readings (0 where
     unknown)."""
-    return _share(ticks_between(before, after)) or 0.0
+    return share_of(ticks_between(before, after)) or 0.0
 
 
 def running_ticks(stat: Path = STAT) -> Ticks | None:
@@ -65,10 +65,11 @@ def ticks_between(before: Ticks | None, after: Ticks | None) -> Ticks | None:
 def stolen_of_running(before: Ticks | None, after: Ticks | None) -> float | None:
     """Of the time the CPUs were not idle between two `running_ticks` readings, the share the
     hypervisor gave to other guests (None where unknown or nothing ran)."""
-    return _share(ticks_between(before, after))
+    return share_of(ticks_between(before, after))
 
 
-def _share(counted: Ticks | None) -> float | None:
+def share_of(counted: Ticks | None) -> float | None:
+    """The first count over the second (None where unknown or the second is 0)."""
     if counted is None or counted[1] <= 0:
         return None
     return max(0.0, counted[0] / counted[1])

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from planner.app.bench.load_shapes import Shape
 from planner.app.bench.stats import Summary, summarise
+from planner.app.cpu_steal import share_of
 
 LATE_S = 0.001  # sent this long after it was due: a late request
 
@@ -100,9 +101,7 @@ class LoadResult:
     def stolen_of_running(self) -> float | None:
         """Of the CPUs' time not idle during the load, the share the hypervisor gave to other
         guests."""
-        if self.cpu_ticks is None or self.cpu_ticks[1] <= 0:
-            return None
-        return self.cpu_ticks[0] / self.cpu_ticks[1]
+        return share_of(self.cpu_ticks)
 
     @property
     def mode(self) -> str:
