@@ -130,11 +130,15 @@ def test_killing_one_copy_over_http_fails_only_its_requests_and_the_copy_comes_b
                         return copy, streams, whole
                 return None
 
+            # The pids are read first so that nothing lies between seeing what a copy holds and
+            # killing it: a whole request seen in flight must still be in flight at the kill (a
+            # /health call between the two once let it finish, under load).
+            pids = {name: p["pid"] for name, p in processes(url)[2].items()}
             victim, streams, whole = wait_for(victims, so_far(
                 "a stream and a whole request on one copy"))
-            other = "vocoder.1" if victim == "vocoder.0" else "vocoder.0"
-            dead = processes(url)[2][victim]["pid"]
+            dead = pids[victim]
             os.kill(dead, signal.SIGKILL)
+            other = "vocoder.1" if victim == "vocoder.0" else "vocoder.0"
             wait_for(lambda: gone(dead), f"{victim} to die")
             killed_at = time.monotonic()
 
