@@ -47,7 +47,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from peer_piper_report import GRAPH, PIPER, STREAM, WAV, Cell, report
+from peer_piper_report import GRAPH, PIPER, STREAM, WAV, Cell, report, stolen_text
+
+from planner.app.cpu_steal import running_ticks, ticks_between
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPER_VERSION = "1.8.0"
@@ -514,14 +516,17 @@ def run(args: argparse.Namespace) -> dict:
         for r in range(args.rounds):
             order = rotated(plan, r)
             for (name, variant), c in order:
+                ticks = running_ticks()
                 if name == GRAPH:
                     cell = graph.run(r, args.requests)
                 else:
                     cell = http_cell(by_name[name], targets[(name, variant)], variant, c, r,
                                      args.requests)
+                cell.cpu_ticks = ticks_between(ticks, running_ticks())
                 cells.append(cell)
                 print(f"round {r + 1}/{args.rounds} {name} {variant} C={c}: "
-                      f"{cell.metric('rps'):.2f} req/s, p50 {cell.metric('p50') * 1000:.0f} ms"
+                      f"{cell.metric('rps'):.2f} req/s, p50 {cell.metric('p50') * 1000:.0f} ms, "
+                      f"CPU stolen {stolen_text([cell])}"
                       + (f", {len(cell.errors)} errors ({cell.errors[0]})" if cell.errors
                          else ""), flush=True)
         rounds_s = time.monotonic() - t_rounds

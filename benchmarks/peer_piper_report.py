@@ -33,6 +33,9 @@ class Cell:
     first_byte_s: list[float]
     errors: list[str] = field(default_factory=list)
     audio_s: float = 0.0  # seconds of audio in the answers (same text, same scales: similar)
+    # (stolen, running) jiffies of the machine's CPUs during the cell (/proc/stat; None where it
+    # does not say): how much of the CPUs' running time the host gave to other guests meanwhile
+    cpu_ticks: tuple[int, int] | None = None
 
     @property
     def ok(self) -> int:
@@ -148,8 +151,8 @@ def absolute_table(cells: list[Cell], systems: list[tuple[str, str]], concurrenc
     """Medians over rounds of each system at one concurrency, in ms and req/s."""
     lines = [f"C={concurrency}, medians over {rounds} rounds",
              "| system | req/s | p50 ms | p90 ms | first byte p50 ms | CPU ms/request | "
-             "audio s/request | errors |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "audio s/request | CPU stolen | errors |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for system, variant in systems:
         mine = [c for c in cells if (c.system, c.variant, c.concurrency)
                 == (system, variant, concurrency) and c.ok]
@@ -158,7 +161,7 @@ def absolute_table(cells: list[Cell], systems: list[tuple[str, str]], concurrenc
         errors = sum(len(c.errors) for c in cells if (c.system, c.variant, c.concurrency)
                      == (system, variant, concurrency))
         if not mine:
-            lines.append(f"| {system} {variant} | - | - | - | - | - | - | {errors} |")
+            lines.append(f"| {system} {variant} | - | - | - | - | - | - | - | {errors} |")
             continue
 
         def med(metric: str, scale: float = 1000.0, digits: int = 0,
@@ -166,8 +169,22 @@ def absolute_table(cells: list[Cell], systems: list[tuple[str, str]], concurrenc
             return f"{statistics.median(c.metric(metric) for c in cells) * scale:.{digits}f}"
         lines.append(f"| {system} {variant} | {med('rps', 1.0, 2)} | {med('p50')} | "
                      f"{med('p90')} | {med('fb50')} | {med('cpu')} | {med('audio', 1.0, 2)} | "
-                     f"{errors} |")
+                     f"{stolen_text(mine)} | {errors} |")
     return lines
+
+
+def stolen_share(cells: list[Cell]) -> float | None:
+    """Of the CPUs' running time during these cells together, the share stolen by the host
+    (None where a cell's reading is missing)."""
+    if not cells or any(c.cpu_ticks is None for c in cells):
+        return None
+    running = sum(c.cpu_ticks[1] for c in cells)
+    return sum(c.cpu_ticks[0] for c in cells) / running if running > 0 else None
+
+
+def stolen_text(cells: list[Cell]) -> str:
+    share = stolen_share(cells)
+    return "-" if share is None else f"{share:.0%}"
 
 
 def memory_table(memory: dict[str, dict[str, dict[str, float]]]) -> list[str]:

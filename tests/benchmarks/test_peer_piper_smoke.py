@@ -14,7 +14,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import peer_piper  # noqa: E402
 from peer_piper_report import (  # noqa: E402
-    GRAPH, PIPER, STREAM, WAV, Cell, percentile, ratio_columns, report, summarise)
+    GRAPH, PIPER, STREAM, WAV, Cell, percentile, ratio_columns, report, stolen_share,
+    summarise)
 
 
 def test_defaults_compare_the_declared_placement_at_c1_and_c4(monkeypatch, tmp_path):
@@ -145,11 +146,22 @@ def test_report_prints_absolute_figures_and_ratios_per_round():
                                                   "threads": 20}}}
     text = "\n".join(report(synthetic(), ["ours:declared"], [4], 2, 2, memory))
     assert "machine limit (cores 2 / in-process CPU per request), median over rounds: 4.00" in text
-    assert "| ours:declared wav | 3.00 | 1200 | 1200 | 1200 | 600 | 3.00 | 0 |" in text
-    assert "| ours:declared pcm-stream | 2.50 | 1500 | 1500 | 200 | 700 | 3.00 | 0 |" in text
+    assert "| ours:declared wav | 3.00 | 1200 | 1200 | 1200 | 600 | 3.00 | - | 0 |" in text
+    assert "| ours:declared pcm-stream | 2.50 | 1500 | 1500 | 200 | 700 | 3.00 | - | 0 |" in text
     assert text.count("| 1 | 1.500 | 0.600 | 0.100 |") == 1
     assert "| median | 1.500 |" in text and "| 90% | 1.500-1.500 |" in text
     assert "| ours:declared | after warm-up | 250 | 400 | 420 | 4 | 20 | 2.50 |" in text
+
+
+def test_the_cpu_stolen_is_the_share_of_the_cells_running_time_together():
+    cells = synthetic(rounds=2)
+    ours = [c for c in cells if (c.system, c.variant) == ("ours:declared", WAV)]
+    ours[0].cpu_ticks, ours[1].cpu_ticks = (10, 100), (50, 300)
+    assert stolen_share(ours) == pytest.approx(60 / 400)  # not the mean of 10% and 17%
+    assert "| ours:declared wav | 3.00 | 1200 | 1200 | 1200 | 600 | 3.00 | 15% | 0 |" in "\n".join(
+        report(cells, ["ours:declared"], [4], 2, 2, {}))
+    ours[1].cpu_ticks = None  # a reading missing: unknown, not the other round's share
+    assert stolen_share(ours) is None
 
 
 def test_a_cell_with_no_answer_counts_as_missing_not_zero():
