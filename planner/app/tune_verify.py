@@ -97,7 +97,9 @@ def _measured(run: dict[str, Any]) -> dict[str, Any]:
     ms = (lambda v: None if v is None else round(v * 1000.0, 2))
     return {"throughput_rps": load.get("throughput_rps"), "latency_p50_ms": ms(lat.get("p50")),
             "latency_p99_ms": ms(lat.get("p99")), "ttfa_p90_ms": ms(ttfa.get("p90")),
-            "errors": load.get("errors", 0)}
+            "errors": load.get("errors", 0),
+            # how disturbed the measurement was: a judge can set apart the runs the host slowed
+            "cpu_stolen_of_running": load.get("cpu_stolen_of_running")}
 
 
 def read_results(path: Path, choice: Choice, picked: list[int]) -> Measured:
