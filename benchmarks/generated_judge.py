@@ -52,13 +52,22 @@ def measured_at(answer: dict, k: int) -> dict[str, float]:
     return out
 
 
-def errors(answer: dict) -> list[float]:
-    """Relative throughput prediction errors over every measured candidate and load."""
+QUIET = 0.10  # at most this share of the CPUs' running time stolen: a quiet measurement
+
+
+def errors(answer: dict, quiet_only: bool = False) -> list[float]:
+    """Relative throughput prediction errors over every measured candidate and load; with
+    `quiet_only`, over those measured while the host stole at most `QUIET` of the CPUs' running
+    time (rows that do not say, from runs before tune recorded it, are left out)."""
     out = []
     for c in answer["candidates"]:
         for p, m in zip(c["predicted_by_workload"], c.get("measured_by_workload") or []):
-            if m and m.get("throughput_rps"):
-                out.append((p["throughput_rps"] - m["throughput_rps"]) / m["throughput_rps"])
+            if not m or not m.get("throughput_rps"):
+                continue
+            stolen = m.get("cpu_stolen_of_running")
+            if quiet_only and (stolen is None or stolen > QUIET):
+                continue
+            out.append((p["throughput_rps"] - m["throughput_rps"]) / m["throughput_rps"])
     return out
 
 
@@ -69,9 +78,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
-def summary(judged: list[Judged], errs: list[float]) -> dict:
+def summary(judged: list[Judged], errs: list[float], quiet: list[float] | None = None) -> dict:
+    """The bars; with `quiet` (the errors of the quiet measurements among `errs`), the same
+    error figures over those beside them, to tell the model's error from the host's."""
     ratios = [j.ratio for j in judged]
     absolute = [abs(e) for e in errs]
+    calm = [abs(e) for e in quiet or []]
+    beside = {} if quiet is None else {
+        "quiet_median_error": round(percentile(calm, 50), 4) if calm else None,
+        "quiet_p90_error": round(percentile(calm, 90), 4) if calm else None,
+        "quiet_errors": len(calm)}
     return {"picks": len(ratios),
             "within_5pct": sum(r >= 1 - WITHIN for r in ratios),
             "share_within_5pct": round(sum(r >= 1 - WITHIN for r in ratios) / len(ratios), 3)
@@ -80,7 +96,7 @@ def summary(judged: list[Judged], errs: list[float]) -> dict:
             "lowest": round(min(ratios), 4) if ratios else None,
             "median_error": round(percentile(absolute, 50), 4) if absolute else None,
             "p90_error": round(percentile(absolute, 90), 4) if absolute else None,
-            "errors": len(absolute)}
+            "errors": len(absolute), **beside}
 
 
 # Student's t at 0.95 (a two-sided 90% interval) by degrees of freedom; between two entries the
@@ -119,6 +135,7 @@ def overall(directories: list[Path]) -> dict:
                              f"one (rejudge.json)")
     judged_all: list[Judged] = []
     errs_all: list[float] = []
+    quiet_all: list[float] = []
     sets = {}
     for name, d in runs.items():
         newer = again.get(name, {})
@@ -130,12 +147,15 @@ def overall(directories: list[Path]) -> dict:
                     j = {**j, "pick_rps": p["pick_rps"], "best_rps": p["best_rps"],
                          "interval_90": p["interval_90"]}
                 judged.append(Judged.from_saved(j))
-        errs = [e for f in sorted(d.glob("generated-*/answer*.json"))
-                for e in errors(json.loads(f.read_text(encoding="utf-8")))]
-        sets[name] = summary(judged, errs) | {"rejudged": bool(newer)}
+        answers = [json.loads(f.read_text(encoding="utf-8"))
+                   for f in sorted(d.glob("generated-*/answer*.json"))]
+        errs = [e for a in answers for e in errors(a)]
+        quiet = [e for a in answers for e in errors(a, quiet_only=True)]
+        sets[name] = summary(judged, errs, quiet) | {"rejudged": bool(newer)}
         judged_all += judged
         errs_all += errs
+        quiet_all += quiet
         print(f"{name}{' (judged again)' if newer else ''}: {json.dumps(sets[name])}")
-    result = {"sets": sets, "all": summary(judged_all, errs_all)}
+    result = {"sets": sets, "all": summary(judged_all, errs_all, quiet_all)}
     print(f"all: {json.dumps(result['all'])}")
     return result

@@ -204,6 +204,7 @@ def run(seeds: list[int], stages: int | None, max_placements: int, requests: int
     work = Path(tempfile.mkdtemp(prefix="tune-generated-"))
     judged: list[Judged] = []
     errs: list[float] = []
+    quiet: list[float] = []  # the errors of measurements the host left quiet
     per_seed = []
     print(f"start: {machine()}")
     for seed in seeds:
@@ -218,7 +219,7 @@ def run(seeds: list[int], stages: int | None, max_placements: int, requests: int
         answer = tune_all(cfg_path, requests, rounds, out, closed)
         (out / "answer.json").write_text(json.dumps(answer, indent=1), encoding="utf-8")
         mine = judge_one(seed, cfg_path, answer, out, h2h_requests, h2h_rounds, closed)
-        e = errors(answer)
+        e, q = errors(answer), errors(answer, quiet_only=True)
         _show(answer, mine)
         top = max(measured_at(answer, len(closed) - 1).values(), default=0.0)
         if near_saturation and top:
@@ -232,14 +233,16 @@ def run(seeds: list[int], stages: int | None, max_placements: int, requests: int
             _show(opened, more)
             mine += more
             e += errors(opened)
+            q += errors(opened, quiet_only=True)
         judged += mine
         errs += e
+        quiet += q
         per_seed.append({"seed": seed, "pipeline": describe(cfg),
                          "judged": [asdict(j) | {"ratio": round(j.ratio, 4)} for j in mine],
-                         **summary(mine, e)})
+                         **summary(mine, e, q)})
         print(f"  ({time.perf_counter() - t0:.0f} s; {machine()})", flush=True)
     result = {"seeds": seeds, "device_stages": device, "machine_at_end": machine(),
-              **summary(judged, errs),
+              **summary(judged, errs, quiet),
               "per_seed": per_seed}
     print(json.dumps({k: v for k, v in result.items() if k != "per_seed"}, indent=1))
     if save is not None:

@@ -92,6 +92,21 @@ def test_errors_and_best_measured_come_from_the_measurements():
     assert sorted(round(e, 3) for e in gj.errors(a)) == [0.0, 0.1, 0.25, 0.25]
 
 
+def test_quiet_errors_leave_out_what_the_host_slowed_and_what_does_not_say():
+    a = answer([([], [(100.0, 80.0), (110.0, 100.0)]),
+                (["--isolate-stage s1"], [(90.0, 90.0), (150.0, 120.0)])])
+    rows = [a["candidates"][0]["measured_by_workload"], a["candidates"][1]["measured_by_workload"]]
+    rows[0][0]["cpu_stolen_of_running"] = 0.30  # 100 vs 80 measured while the host took 30%
+    rows[0][1]["cpu_stolen_of_running"] = 0.02
+    rows[1][0]["cpu_stolen_of_running"] = 0.10  # at the bound: quiet
+    # rows[1][1] says nothing (a run from before tune recorded it): left out
+    assert sorted(round(e, 3) for e in gj.errors(a, quiet_only=True)) == [0.0, 0.1]
+    figures = gj.summary([], gj.errors(a), gj.errors(a, quiet_only=True))
+    assert (figures["errors"], figures["quiet_errors"]) == (4, 2)
+    assert figures["quiet_p90_error"] == 0.1 and figures["p90_error"] == 0.25
+    assert "quiet_errors" not in gj.summary([], gj.errors(a))
+
+
 def test_the_summary_counts_picks_within_5_percent_of_the_best_head_to_head():
     judged = [gj.Judged(1, "C=1", "a", "a", 10.0, 10.0, False),
               gj.Judged(1, "C=4", "a", "b", 96.0, 100.0, True),
