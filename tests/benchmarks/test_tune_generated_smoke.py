@@ -98,13 +98,19 @@ def test_quiet_errors_leave_out_what_the_host_slowed_and_what_does_not_say():
     rows = [a["candidates"][0]["measured_by_workload"], a["candidates"][1]["measured_by_workload"]]
     rows[0][0]["cpu_stolen_of_running"] = 0.30  # 100 vs 80 measured while the host took 30%
     rows[0][1]["cpu_stolen_of_running"] = 0.02
-    rows[1][0]["cpu_stolen_of_running"] = 0.10  # at the bound: quiet
+    rows[1][0]["cpu_stolen_of_running"] = 0.09
     # rows[1][1] says nothing (a run from before tune recorded it): left out
     assert sorted(round(e, 3) for e in gj.errors(a, quiet_only=True)) == [0.0, 0.1]
     figures = gj.summary([], gj.errors(a), gj.errors(a, quiet_only=True))
     assert (figures["errors"], figures["quiet_errors"]) == (4, 2)
     assert figures["quiet_p90_error"] == 0.1 and figures["p90_error"] == 0.25
     assert "quiet_errors" not in gj.summary([], gj.errors(a))
+
+
+def test_quiet_is_the_bound_rate_answers_note_past():
+    from planner.tune.rate_report import STOLEN_NOTE_SHARE
+
+    assert gj.QUIET == STOLEN_NOTE_SHARE
 
 
 def test_the_summary_counts_picks_within_5_percent_of_the_best_head_to_head():
