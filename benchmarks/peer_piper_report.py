@@ -10,6 +10,8 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from planner.app.cpu_steal import share_of
+
 PIPER, GRAPH = "piper", "in-process"
 WAV, STREAM = "wav", "pcm-stream"
 
@@ -173,17 +175,16 @@ def absolute_table(cells: list[Cell], systems: list[tuple[str, str]], concurrenc
     return lines
 
 
-def stolen_share(cells: list[Cell]) -> float | None:
+def stolen_of_cells(cells: list[Cell]) -> float | None:
     """Of the CPUs' running time during these cells together, the share stolen by the host
     (None where a cell's reading is missing)."""
     if not cells or any(c.cpu_ticks is None for c in cells):
         return None
-    running = sum(c.cpu_ticks[1] for c in cells)
-    return sum(c.cpu_ticks[0] for c in cells) / running if running > 0 else None
+    return share_of((sum(c.cpu_ticks[0] for c in cells), sum(c.cpu_ticks[1] for c in cells)))
 
 
 def stolen_text(cells: list[Cell]) -> str:
-    share = stolen_share(cells)
+    share = stolen_of_cells(cells)
     return "-" if share is None else f"{share:.0%}"
 
 

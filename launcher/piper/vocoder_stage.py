@@ -20,14 +20,15 @@ from launcher.piper.runtime import session
 class Vocoder:
     def __init__(self, voice: V.Voice, *, device: str, fraction: float | None,
                  threads: int) -> None:
-        self.decoder = session(V.cut(voice, "decoder"), device, fraction, threads)
+        model = V.cut(voice, "decoder")
+        self.decoder = session(model, device, fraction, threads)
         # A device runs one part at a time anyway; on CPU the parts take the stage's threads:
         # the calling thread runs one, a pool the rest, each on a one-thread session (runs
         # release the interpreter's lock).
         self.ways = 1 if device.startswith("cuda") else threads
         self._one_thread = self._pool = None
         if self.ways > 1:
-            self._one_thread = session(V.cut(voice, "decoder"), device, fraction, 1)
+            self._one_thread = session(model, device, fraction, 1)
             self._pool = ThreadPoolExecutor(self.ways - 1, thread_name_prefix="vocoder-part")
 
     def decode(self, z: np.ndarray, left: int = 0, right: int = 0) -> np.ndarray:

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import peer_piper  # noqa: E402
 from peer_piper_report import (  # noqa: E402
-    GRAPH, PIPER, STREAM, WAV, Cell, percentile, ratio_columns, report, stolen_share,
+    GRAPH, PIPER, STREAM, WAV, Cell, percentile, ratio_columns, report, stolen_of_cells,
     summarise)
 
 
@@ -157,11 +157,11 @@ def test_the_cpu_stolen_is_the_share_of_the_cells_running_time_together():
     cells = synthetic(rounds=2)
     ours = [c for c in cells if (c.system, c.variant) == ("ours:declared", WAV)]
     ours[0].cpu_ticks, ours[1].cpu_ticks = (10, 100), (50, 300)
-    assert stolen_share(ours) == pytest.approx(60 / 400)  # not the mean of 10% and 17%
+    assert stolen_of_cells(ours) == pytest.approx(60 / 400)  # not the mean of 10% and 17%
     assert "| ours:declared wav | 3.00 | 1200 | 1200 | 1200 | 600 | 3.00 | 15% | 0 |" in "\n".join(
         report(cells, ["ours:declared"], [4], 2, 2, {}))
     ours[1].cpu_ticks = None  # a reading missing: unknown, not the other round's share
-    assert stolen_share(ours) is None
+    assert stolen_of_cells(ours) is None
 
 
 def test_a_cell_with_no_answer_counts_as_missing_not_zero():
