@@ -23,6 +23,7 @@ from planner.plan import (
     Diagnostic,
     Fix,
     Isolate,
+    Pin,
     Plan,
     Request,
     Result,
@@ -117,14 +118,14 @@ def _strings(name: str, value: Any) -> tuple[str, ...]:
 
 def _requests(isolate_stages: Any, stage_processes: Any,
               requests: Any) -> tuple[Request | ComputeRequest, ...]:
-    kinds = (Isolate, Assign, Threads, Copies)
+    kinds = (Isolate, Assign, Threads, Copies, Pin)
     if isinstance(requests, kinds + (str, bytes)):
-        raise TypeError(f"requests must be a list of Isolate/Assign/Threads/Copies, not a single "
+        raise TypeError(f"requests must be a list of Isolate/Assign/Threads/Copies/Pin, not a single "
                         f"{type(requests).__name__}: pass [{requests!r}]")
     typed = tuple(requests)
     for item in typed:
         if not isinstance(item, kinds):
-            raise TypeError(f"requests must hold Isolate, Assign, Threads or Copies values; it "
+            raise TypeError(f"requests must hold Isolate, Assign, Threads, Copies or Pin values; it "
                             f"holds {item!r}")
     return from_options(_strings("isolate_stages", isolate_stages),
                         _strings("stage_processes", stage_processes)) + typed

@@ -58,7 +58,8 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
         gpus = sorted({g for m in members for g in pl.stage(m).gpus})
         groups.append(ProcessGroup(name=name, stages=members, gpu=gpus[0] if gpus else None,
                                    changed=(name, members) not in declared,
-                                   copies=problem.copies_of(name)))
+                                   copies=problem.copies_of(name),
+                                   cpus=problem.cpus_of(name)))
     tp = []
     for s in problem.tp_stages:
         for rank, name in enumerate(tp_rank_names(pl, s)):

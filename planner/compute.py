@@ -1,10 +1,11 @@
-"""Compute as a placed resource: CPU threads per stage and copies per process group.
+"""Compute as a placed resource: CPU threads per stage, copies and CPUs per process group.
 
 A stage's threads are the CPU intra-op threads of its one call (onnxruntime's or torch's), in
 every copy of its process; a group's copies are separate OS processes running the same stages,
 each request using one copy of each group for its life. Each value comes from, first to last: a
-flag (`--stage-threads STAGE=N`, `--process-copies PROCESS=N`), the config (a stage's `threads`,
-`processes: {NAME: {copies: N}}`), else 1.
+flag (`--stage-threads STAGE=N`, `--process-copies PROCESS=N`, `--process-cpus PROCESS=CPUS`),
+the config (a stage's `threads`, `processes: {NAME: {copies: N, cpus: CPUS}}`), else 1 (and no
+pinning: the OS places the threads).
 
 Request errors (malformed, unknown stage or process, out of range) are diagnostics, as the
 placement requests' are; whether the values fit the node's CPUs is a placement rule
@@ -14,12 +15,12 @@ placement requests' are; whether the values fit the node's CPUs is a placement r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from planner.flags import COPIES, THREADS, flag
+from planner.flags import COPIES, PIN, THREADS, flag
 from planner.limits import MAX_COPIES, MAX_THREADS
 from planner.pipeline import Pipeline
-from planner.plan import ComputeRequest, Copies, Diagnostic, Threads
+from planner.plan import ComputeRequest, Copies, Diagnostic, Pin, Threads, cpu_text
 
 CODE = "invalid-compute"
 
@@ -32,9 +33,15 @@ class Compute:
     copies: Mapping[str, int]  # process name -> copies, where more than one was asked
     thread_flags: Mapping[str, Threads]  # stage -> the flag that set its threads
     copy_flags: Mapping[str, Copies]  # process -> the flag that set its copies
+    cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # process -> pinned CPUs
+    pin_flags: Mapping[str, Pin] = field(default_factory=dict)  # process -> the flag that set them
 
     def copies_of(self, process: str) -> int:
         return self.copies.get(process, 1)
+
+    def cpus_of(self, process: str) -> tuple[int, ...]:
+        """The CPUs `process` is pinned to; () where the OS places its threads."""
+        return self.cpus.get(process, ())
 
     @property
     def asked(self) -> bool:
@@ -78,8 +85,10 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
     threads = {s.name: s.threads or 1 for s in pipeline.stages}
     processes = tuple(dict.fromkeys(target.values()))
     copies = {p: n for p, n in pipeline.process_copies if p in processes and n > 1}
+    cpus = {p: c for p, c in pipeline.process_cpus if p in processes}
     thread_flags: dict[str, Threads] = {}
     copy_flags: dict[str, Copies] = {}
+    pin_flags: dict[str, Pin] = {}
     example = pipeline.stage_names[-1]
     for r in given:
         if isinstance(r, Threads):
@@ -105,28 +114,31 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
                 continue
             threads[stage] = r.count
             thread_flags[stage] = r
+        elif isinstance(r, Pin):
+            if not r.process or r.text is not None and "=" not in r.text or not r.cpus:
+                diags.append(_bad(r, "is not PROCESS=CPUS",
+                                  f"{PIN} reads a process group, '=', and the CPUs its copies may "
+                                  "run on: a CPU, a range or a comma list, as taskset reads them",
+                                  f"write it as `{PIN} {r.process or processes[-1]}=0-1`"))
+                continue
+            process = _group_named(r, pipeline, target, processes, diags)
+            if process is None:
+                continue
+            if process in pin_flags:
+                diags.append(_bad(r, f"sets the CPUs of process {process} a second time",
+                                  f"`{flag(pin_flags[process])}` already sets them",
+                                  f"keep one of them, e.g. `{flag(r)}`"))
+                continue
+            cpus[process] = r.cpus
+            pin_flags[process] = r
         else:
             problem = _count_problem(r, "copies", MAX_COPIES, processes[-1])
             if problem is not None:
                 diags.append(problem)
                 continue
-            process = r.process
-            if process not in processes:
-                stage = _stage_of(pipeline, r.process)
-                if stage is not None and stage in target:
-                    process = target[stage]  # a stage names the group that holds it
-                elif stage is not None:
-                    diags.append(_bad(
-                        r, f"copies tensor-parallel stage {stage}",
-                        f"{stage} runs one process per rank; its ranks are not copied",
-                        f"drop `{flag(r)}`; copy the process groups around it instead", (stage,)))
-                    continue
-                else:
-                    diags.append(_bad(
-                        r, f"names {r.process!r}, which is neither a process group nor a stage",
-                        f"the process groups of this placement are {', '.join(processes)}",
-                        f"name one of them, e.g. `{COPIES} {processes[-1]}={r.count}`"))
-                    continue
+            process = _group_named(r, pipeline, target, processes, diags)
+            if process is None:
+                continue
             if process in copy_flags:
                 diags.append(_bad(r, f"sets the copies of process {process} a second time",
                                   f"`{flag(copy_flags[process])}` already sets them",
@@ -135,4 +147,63 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
             copies[process] = r.count
             copy_flags[process] = r
     copies = {p: n for p, n in copies.items() if n > 1 or p in copy_flags}
-    return Compute(threads, copies, thread_flags, copy_flags), tuple(diags)
+    diags += _over_pinned(target, threads, copies, cpus, pin_flags)
+    return (Compute(threads, copies, thread_flags, copy_flags, cpus, pin_flags), tuple(diags))
+
+
+def _group_named(r: Copies | Pin, pipeline: Pipeline, target: Mapping[str, str],
+                 processes: tuple[str, ...], diags: list[Diagnostic]) -> str | None:
+    """The process group a `--process-copies`/`--process-cpus` request names (a stage names the
+    group that holds it), or None with the diagnostic added."""
+    if r.process in processes:
+        return r.process
+    stage = _stage_of(pipeline, r.process)
+    if stage is not None and stage in target:
+        return target[stage]
+    option, verb, done = ((COPIES, "copies", "copied") if isinstance(r, Copies)
+                          else (PIN, "pins", "pinned"))
+    example = (f"{r.count}" if isinstance(r, Copies) else cpu_text(r.cpus or (0,)))
+    if stage is not None:
+        diags.append(_bad(
+            r, f"{verb} tensor-parallel stage {stage}",
+            f"{stage} runs one process per rank; its ranks are not {done}",
+            f"drop `{flag(r)}`; {'copy' if done == 'copied' else 'pin'} the process groups "
+            "around it instead", (stage,)))
+    else:
+        diags.append(_bad(
+            r, f"names {r.process!r}, which is neither a process group nor a stage",
+            f"the process groups of this placement are {', '.join(processes)}",
+            f"name one of them, e.g. `{option} {processes[-1]}={example}`"))
+    return None
+
+
+def _over_pinned(target: Mapping[str, str], threads: Mapping[str, int],
+                 copies: Mapping[str, int], cpus: Mapping[str, tuple[int, ...]],
+                 pin_flags: Mapping[str, Pin]) -> list[Diagnostic]:
+    """A pinned group's copies share its CPUs, so one stage's threads in every copy must fit
+    them (the node-wide form of this is the `over-cpus` rule); more would queue for CPUs the
+    plan itself withheld."""
+    out = []
+    for process, pinned in cpus.items():
+        n = copies.get(process, 1)
+        over = [(s, threads[s]) for s, p in target.items() if p == process
+                and threads[s] * n > len(pinned)]
+        if not over:
+            continue
+        stage, widest = max(over, key=lambda sv: sv[1])
+        need = widest * n
+        set_by = (f"`{flag(pin_flags[process])}`" if process in pin_flags
+                  else "the config's `processes:`")
+        shown = f"{process}={cpu_text(pinned)}"
+        out.append(Diagnostic(
+            code=CODE,
+            message=f"process {process} is pinned to {len(pinned)} CPU"
+                    f"{'s' if len(pinned) != 1 else ''} ({shown}, set by {set_by}) but its "
+                    f"stage {stage} runs {widest} thread{'s' if widest != 1 else ''}"
+                    + (f" in each of its {n} copies" if n > 1 else ""),
+            stages=(stage,),
+            because=(f"a pinned process's threads, every copy's, run on its CPUs alone, and "
+                     f"{stage}'s {need} would take turns on {len(pinned)}",),
+            hint=f"pin it to {need} CPUs, e.g. `{PIN} {process}=0-{need - 1}`, or give {stage} "
+                 f"fewer threads: `{THREADS} {stage}={max(1, len(pinned) // n)}`"))
+    return out

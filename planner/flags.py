@@ -1,7 +1,7 @@
 """Placement and compute requests as command-line flags, and flags back into requests.
 
-The one place that spells `--isolate-stage`, `--stage-process`, `--stage-threads` and
-`--process-copies`: diagnostics, hints, the bench and `planner tune` all print requests through
+The one place that spells `--isolate-stage`, `--stage-process`, `--stage-threads`,
+`--process-copies` and `--process-cpus`: diagnostics, hints, the bench and `planner tune` all print requests through
 here, and nothing parses its own flag strings.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
-from planner.plan import Assign, ComputeRequest, Copies, Isolate, Request, Threads
+from planner.plan import Assign, ComputeRequest, Copies, Isolate, Pin, Request, Threads, cpu_text
 
 ISOLATE, ASSIGN = "--isolate-stage", "--stage-process"
-THREADS, COPIES = "--stage-threads", "--process-copies"
-ANY_FLAG = (ISOLATE, ASSIGN, THREADS, COPIES)
+THREADS, COPIES, PIN = "--stage-threads", "--process-copies", "--process-cpus"
+ANY_FLAG = (ISOLATE, ASSIGN, THREADS, COPIES, PIN)
 
 
 def flag(request: Request | ComputeRequest) -> str:
@@ -28,6 +28,8 @@ def flag(request: Request | ComputeRequest) -> str:
             return f"{THREADS} {text if text is not None else f'{stage}={count}'}"
         case Copies(process=process, count=count, text=text):
             return f"{COPIES} {text if text is not None else f'{process}={count}'}"
+        case Pin(process=process, cpus=cpus, text=text):
+            return f"{PIN} {text if text is not None else f'{process}={cpu_text(cpus or ())}'}"
     raise TypeError(f"not a placement request: {request!r}")
 
 
@@ -43,18 +45,20 @@ def command_line(requests: Iterable[Request | ComputeRequest]) -> str:
 
 def from_options(isolate_stages: Sequence[str] = (), stage_processes: Sequence[str] = (),
                  stage_threads: Sequence[str] = (),
-                 process_copies: Sequence[str] = ()) -> tuple[Request | ComputeRequest, ...]:
-    """The values of repeated `--stage-process`, `--isolate-stage`, `--stage-threads` and
-    `--process-copies` options, as requests (assignments first, as the solver has always read
-    them)."""
+                 process_copies: Sequence[str] = (),
+                 process_cpus: Sequence[str] = ()) -> tuple[Request | ComputeRequest, ...]:
+    """The values of repeated `--stage-process`, `--isolate-stage`, `--stage-threads`,
+    `--process-copies` and `--process-cpus` options, as requests (assignments first, as the
+    solver has always read them)."""
     return (tuple(Assign.parse(v) for v in stage_processes)
             + tuple(Isolate(v.strip()) for v in isolate_stages)
             + tuple(Threads.parse(v) for v in stage_threads)
-            + tuple(Copies.parse(v) for v in process_copies))
+            + tuple(Copies.parse(v) for v in process_copies)
+            + tuple(Pin.parse(v) for v in process_cpus))
 
 
 _PARSERS = {ISOLATE: lambda v: Isolate(v.strip()), ASSIGN: Assign.parse,
-            THREADS: Threads.parse, COPIES: Copies.parse}
+            THREADS: Threads.parse, COPIES: Copies.parse, PIN: Pin.parse}
 
 
 def parse(words: Sequence[str]) -> tuple[Request | ComputeRequest, ...]:
@@ -67,8 +71,8 @@ def parse(words: Sequence[str]) -> tuple[Request | ComputeRequest, ...]:
         option, eq, value = word.partition("=")
         if option not in _PARSERS:
             raise ValueError(f"{word!r} is not a placement flag; only {ISOLATE} STAGE, "
-                             f"{ASSIGN} STAGE=PROCESS, {THREADS} STAGE=N and "
-                             f"{COPIES} PROCESS=N are allowed")
+                             f"{ASSIGN} STAGE=PROCESS, {THREADS} STAGE=N, "
+                             f"{COPIES} PROCESS=N and {PIN} PROCESS=CPUS are allowed")
         if not eq:
             value = next(it, None)
             if value is None:
@@ -82,4 +86,4 @@ def placement_only(requests: Iterable[Request | ComputeRequest]) -> tuple[Reques
 
 
 def compute_only(requests: Iterable[Request | ComputeRequest]) -> tuple[ComputeRequest, ...]:
-    return tuple(r for r in requests if isinstance(r, (Threads, Copies)))
+    return tuple(r for r in requests if isinstance(r, (Threads, Copies, Pin)))

@@ -78,6 +78,8 @@ class Pipeline:
     voices: tuple[str, ...] = ()  # the voices a request may name; () = any
     # `processes: {NAME: {copies: N}}`: copies of a process group the config declares.
     process_copies: tuple[tuple[str, int], ...] = ()
+    # `processes: {NAME: {cpus: 0-1}}`: the CPUs a declared process group is pinned to.
+    process_cpus: tuple[tuple[str, tuple[int, ...]], ...] = ()
     model_paths: tuple[str, ...] = ()  # the card's model paths (none for a complete pipeline)
     # Stages whose declared process a config or variant set, away from where the card puts them
     # (every stage of a complete pipeline): the lines a declared split of an unsafe edge is blamed on.

@@ -74,6 +74,10 @@ class ProcessGroup:
     gpu: int | None
     changed: bool = False  # differs from the declared topology (members or name)
     copies: int = 1  # OS processes running these stages side by side; a request uses one
+    # The CPUs every copy's threads may run on (`--process-cpus`); () leaves it to the OS. Pinned,
+    # a process's interpreter-lock hand-overs cannot wake a thread onto a CPU where another
+    # process's thread runs (docs/tune.md, "Where the cores idle").
+    cpus: tuple[int, ...] = ()
 
     def copy_names(self) -> tuple[str, ...]:
         """`vocoder` for one copy; `vocoder.0`, `vocoder.1`, ... for several."""
@@ -257,6 +261,45 @@ class Copies:
         return cls(process.strip(), _whole(count), text=text)
 
 
+@dataclass(frozen=True)
+class Pin:
+    """Run every copy of process group `process` (or of the group holding stage `process`) on
+    these CPUs only: `--process-cpus PROCESS=0-1`. `cpus` is None where the text after '=' is
+    not a CPU list (`0`, `0-3`, `0,2`)."""
+
+    process: str
+    cpus: tuple[int, ...] | None
+    text: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def parse(cls, text: str) -> Pin:
+        process, _, cpus = text.partition("=")
+        return cls(process.strip(), cpu_list(cpus), text=text)
+
+
+def cpu_list(text: str) -> tuple[int, ...] | None:
+    """`0-2,5` -> (0, 1, 2, 5), the notation of taskset and cpusets; None if it is not one."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        low, dash, high = part.strip().partition("-")
+        first, last = _whole(low), _whole(high) if dash else _whole(low)
+        if first is None or last is None or first < 0 or last < first or last - first > 4096:
+            return None
+        out.update(range(first, last + 1))
+    return tuple(sorted(out))
+
+
+def cpu_text(cpus: tuple[int, ...]) -> str:
+    """(0, 1, 2, 5) -> `0-2,5`."""
+    runs: list[list[int]] = []
+    for c in sorted(cpus):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def _whole(text: str) -> int | None:
     text = text.strip()
     if not text or len(text) > 9 or not (text.isascii() and text.lstrip("-").isdigit()):
@@ -265,7 +308,7 @@ def _whole(text: str) -> int | None:
 
 
 Request = Isolate | Assign
-ComputeRequest = Threads | Copies
+ComputeRequest = Threads | Copies | Pin
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,11 @@ class Problem:
             return self.compute.copies_of(process)
         return dict(self.pipeline.process_copies).get(process, 1)
 
+    def cpus_of(self, process: str) -> tuple[int, ...]:
+        if self.compute is not None:
+            return self.compute.cpus_of(process)
+        return dict(self.pipeline.process_cpus).get(process, ())
+
     @functools.cached_property
     def request_of(self) -> dict[str, PlacementRequest]:
         return {r.stage: r for r in self.requests}

@@ -132,6 +132,7 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
             memory_fraction=round(sum(fractions), 6) if gpu is not None and fractions else None,
             shm_prefix=shm_prefix, inline_bytes=inline_bytes,
             gpu_compute_percentage=gpu_compute_percentage(shares) if gpu is not None else None,
+            cpus=group.cpus,
         ),)) for name in group.copy_names()]
     backend = "nccl" if cuda else "gloo"
     ranks: dict[str, list[WorkerSpec]] = {}

@@ -1,4 +1,5 @@
-"""Checks a stage's factory module can make before any process starts.
+"""Checks of this machine made before any process starts: that the CPUs a plan pins its
+processes to are ones this process may run on, and what a stage's factory module checks.
 
 A factory module may define `preflight(factory_name, args)`, raising `RuntimeError` with one
 paragraph that says what is missing and how to install it (e.g. `launcher.piper` needs the
@@ -9,6 +10,7 @@ espeak-ng program). `serve` turns that into exit code 2 with nothing started; `l
 from __future__ import annotations
 
 import importlib
+import os
 
 
 class SetupError(RuntimeError):
@@ -16,7 +18,9 @@ class SetupError(RuntimeError):
 
 
 def check(plan) -> None:
-    """Raise `SetupError` naming the stage when a factory module's `preflight` refuses."""
+    """Raise `SetupError` naming the process whose planned CPUs this machine lacks, or the stage
+    whose factory module's `preflight` refuses."""
+    _check_cpus(plan)
     for stage in plan.stages:
         module, _, name = (stage.factory or "").partition(":")
         if not module or not name:
@@ -31,3 +35,29 @@ def check(plan) -> None:
             hook(name, dict(stage.factory_kwargs()))
         except RuntimeError as exc:
             raise SetupError(f"stage '{stage.name}' ({stage.factory}): {exc}") from None
+
+
+def _check_cpus(plan) -> None:
+    """A pin is checked here, not in `planner solve`: which CPUs exist is the serving machine's
+    fact (a container or taskset may allow 2-3 of 8), and `solve` may preview for another."""
+    pinned = [g for g in plan.groups if g.cpus]
+    if not pinned:
+        return
+    try:
+        usable = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        raise SetupError(f"process '{pinned[0].name}' is pinned to CPUs "
+                         f"{_listed(pinned[0].cpus)}, but this OS cannot pin a process to CPUs "
+                         "(Linux can): drop its --process-cpus or `cpus:`") from None
+    for group in pinned:
+        outside = [c for c in group.cpus if c not in usable]
+        if outside:
+            raise SetupError(
+                f"process '{group.name}' is pinned to CPUs {_listed(group.cpus)}, but this "
+                f"program may run only on CPUs {_listed(usable)} (CPU {_listed(outside)} not "
+                f"among them): pin it within those, e.g. `--process-cpus "
+                f"{group.name}={_listed(usable[:len(group.cpus)])}`")
+
+
+def _listed(cpus) -> str:
+    return ",".join(str(c) for c in cpus)

@@ -53,6 +53,7 @@ class WorkerSpec:
     inline_bytes: int = 0  # payloads up to this size travel in the message, not in a block
     tp: TpSpec | None = None
     gpu_compute_percentage: int | None = None  # CUDA MPS active threads; None: the whole GPU
+    cpus: tuple[int, ...] = ()  # the CPUs its threads may run on (`ProcessGroup.cpus`); (): any
 
     @property
     def threads(self) -> int:

@@ -210,12 +210,26 @@ def torch_threads(threads: int) -> None:
     _torch_sized = True
 
 
+def pin_cpus(cpus: tuple[int, ...]) -> None:
+    """Keep every thread of this process, those started later too, on the planned CPUs (none
+    planned: the OS places them). Each thread already running is pinned one by one, since
+    affinity is a thread's own; threads started later inherit it."""
+    if not cpus:
+        return
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:
+            pass  # a thread that ended meanwhile
+
+
 def main(spec: WorkerSpec, channel: Channel) -> None:
     # The child got past multiprocessing's bootstrap (re-importing the launching script), so a
     # death from here on is this worker's own, not an unguarded script's.
     channel.to_supervisor(Started(os.getpid()))
     # Ctrl-C reaches the whole process group; the supervisor decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pin_cpus(spec.cpus)  # before any pool starts its threads: they inherit it
     torch_threads(spec.threads)  # before the stages build, where the fork server preloaded torch
     worker = Worker(spec, channel)
     signal.signal(signal.SIGTERM, lambda *_: worker.exit(143))

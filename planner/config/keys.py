@@ -20,7 +20,8 @@ PIPELINE_KEYS = {
     "placement": "max_total_gpu_memory_fraction_per_gpu, require_memory_fraction_for_colocation",
     "sample_rate": "Hz of the audio the terminal stage returns (default 24000)",
     "voices": "the voice names a request may ask for (default: any)",
-    "processes": "process name -> {copies: N}: OS processes running that group side by side",
+    "processes": "process name -> {copies: N, cpus: CPUS}: OS processes running that group side "
+                 "by side, and the CPUs they may run on",
 }
 CARD_KEYS = {
     "display_name": "human name of the model",
@@ -33,7 +34,7 @@ STAGE_KEYS = (
     "name", "process", "gpu", "tp_size", "next", "stream_to", "wait_for", "terminal", "factory",
     "args", "runtime", "threads",
 )
-PROCESS_KEYS = ("copies",)
+PROCESS_KEYS = ("copies", "cpus")
 PLACEMENT_KEYS = ("max_total_gpu_memory_fraction_per_gpu", "require_memory_fraction_for_colocation")
 DEFAULT_SAMPLE_RATE = 24_000  # the stand-in stages' rate; a card of a real model declares its own
 SAMPLE_RATES = (8_000, 192_000)  # the range a sample_rate may take, in Hz

@@ -29,6 +29,7 @@ from planner.config.values import (
 from planner.errors import ConfigError, ConfigIssue
 from planner.limits import MAX_COPIES, shown
 from planner.pipeline import EdgeResources, Pipeline, PlacementPolicy, StageConfig
+from planner.plan import cpu_list
 
 
 class _Scope:
@@ -88,7 +89,7 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
     policy = _check_placement(scope, raw.get("placement"))
     sample_rate = _check_sample_rate(scope, raw.get("sample_rate"))
     voices = _check_voices(scope, raw.get("voices"))
-    copies = _check_processes(scope, raw.get("processes"))
+    copies, pins = _check_processes(scope, raw.get("processes"))
     if scope.issues:
         raise ConfigError(scope.issues)
     return Pipeline(
@@ -105,6 +106,7 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
         sample_rate=sample_rate,
         voices=voices,
         process_copies=copies,
+        process_cpus=pins,
     )
 
 
@@ -329,17 +331,19 @@ def _check_voices(scope: _Scope, value: Any) -> tuple[str, ...]:
     return ()
 
 
-def _check_processes(scope: _Scope, value: Any) -> tuple[tuple[str, int], ...]:
-    """`processes: {NAME: {copies: N}}`. A name no stage runs in is allowed (a variant or a
-    placement flag may create that process); it then has no effect."""
+def _check_processes(scope: _Scope, value: Any) -> tuple[tuple[tuple[str, int], ...],
+                                                      tuple[tuple[str, tuple[int, ...]], ...]]:
+    """`processes: {NAME: {copies: N, cpus: CPUS}}`: copies and pinned CPUs per group. A name no
+    stage runs in is allowed (a variant or a placement flag may create that process); it then
+    has no effect."""
     if value is None:
-        return ()
+        return (), ()
     example = "e.g. processes: {vocoder: {copies: 2}}"
     if not isinstance(value, dict):
         scope.issue("processes", f"got {describe(value)}", f"a mapping of process name -> "
                     f"{{copies: N}}, {example}")
-        return ()
-    out = []
+        return (), ()
+    out, pins = [], []
     for name, entry in value.items():
         key = f"processes.{name}"
         if not check_name(name, scope.source, key, scope.issues, "process", process=True):
@@ -348,10 +352,21 @@ def _check_processes(scope: _Scope, value: Any) -> tuple[tuple[str, int], ...]:
             scope.issue(key, f"got {describe(entry)}", f"a mapping with copies, {example}")
             continue
         check_keys(entry, PROCESS_KEYS, scope.source, key, scope.issues)
+        if "cpus" in entry:
+            cpus = entry["cpus"]
+            # YAML reads `cpus: 0` as a number and `cpus: 0-1` or `0,2` as text
+            parsed = (cpu_list(str(cpus)) if isinstance(cpus, (int, str))
+                      and not isinstance(cpus, bool) else None)
+            if parsed is None:
+                scope.issue(f"{key}.cpus", f"got {shown(cpus)}",
+                            "the CPUs its copies may run on, as taskset reads them: "
+                            f"e.g. processes: {{{name}: {{cpus: 0-1}}}} or {{cpus: '0,2'}}")
+            else:
+                pins.append((name, parsed))
         n = entry.get("copies", 1)
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_COPIES:
             scope.issue(f"{key}.copies", f"got {shown(n)}",
                         f"a whole number of copies from 1 to {MAX_COPIES}, {example}")
             continue
         out.append((name, n))
-    return tuple(out)
+    return tuple(out), tuple(pins)

@@ -15,6 +15,7 @@ from planner.plan import (
     Diagnostic,
     Fix,
     Isolate,
+    Pin,
     Plan,
     PlanWarning,
     Request,
@@ -37,6 +38,8 @@ def request_dict(r: Request | ComputeRequest) -> dict[str, Any]:
             return {"threads": {"stage": stage, "count": count}}
         case Copies(process=process, count=count):
             return {"copies": {"process": process, "count": count}}
+        case Pin(process=process, cpus=cpus):
+            return {"cpus": {"process": process, "cpus": list(cpus or ())}}
     raise TypeError(f"not a placement request: {r!r}")
 
 
@@ -50,6 +53,8 @@ def request_from_dict(data: dict[str, Any]) -> Request | ComputeRequest:
         return Threads(str(data["threads"]["stage"]), int(data["threads"]["count"]))
     if set(data) == {"copies"}:
         return Copies(str(data["copies"]["process"]), int(data["copies"]["count"]))
+    if set(data) == {"cpus"}:
+        return Pin(str(data["cpus"]["process"]), tuple(int(c) for c in data["cpus"]["cpus"]))
     raise ValueError(f"not a placement request: {data!r}")
 
 
@@ -67,7 +72,7 @@ def fix_dict(fix: Fix) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     """A typed conflict's fields as JSON values: requests as request dicts, tuples as lists."""
-    if isinstance(value, (Isolate, Assign, Threads, Copies)):
+    if isinstance(value, (Isolate, Assign, Threads, Copies, Pin)):
         return request_dict(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -123,7 +128,8 @@ def result_dict(result: Result) -> dict[str, Any]:
         "declared_by": result.declared_by,
         "groups": [
             {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed,
-             "copies": g.copies, "memory_mib": plan.process_memory_mib(g.stages)}
+             "copies": g.copies, "cpus": list(g.cpus) or None,
+             "memory_mib": plan.process_memory_mib(g.stages)}
             for g in (plan.groups if plan else ())
         ],
         "tp_processes": _tp_dict(plan),
@@ -205,8 +211,8 @@ def show_dict(pipeline: Pipeline, plan: Plan) -> dict[str, Any]:
              "reason": pipeline.unsupported_reason((u, v))}
             for (u, v), k in handoffs.items()
         ],
-        "groups": [{"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "copies": g.copies}
-                   for g in plan.groups],
+        "groups": [{"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "copies": g.copies,
+                    "cpus": list(g.cpus) or None} for g in plan.groups],
         "tp_processes": {p.stage: [q.name for q in plan.tp_processes if q.stage == p.stage]
                          for p in plan.tp_processes},
         "gpus": [{"id": g.id, "total": g.total, "limit": g.limit, "processes": list(g.processes),

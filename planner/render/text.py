@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from planner.pipeline import Pipeline
-from planner.plan import Diagnostic, Plan, PlanWarning, Result
+from planner.plan import Diagnostic, Plan, PlanWarning, Result, cpu_text
 
 if TYPE_CHECKING:
     from planner.cards import Card
@@ -63,6 +63,9 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
     t.add_column("fractions")
     t.add_column("threads")
     t.add_column("copies", justify="right")
+    pinned = any(g.cpus for g in plan.groups)
+    if pinned:  # a column only where a plan pins: most leave the CPUs to the OS
+        t.add_column("CPUs", justify="right")
     t.add_column("memory", justify="right")
     if show_changed:
         t.add_column("changed")
@@ -74,16 +77,20 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
                 if plan.stage(s).gpu_compute_fraction is not None else "")
             for s in g.stages if plan.stage(s).gpus)
         row = [g.name, ", ".join(g.stages), "CPU" if g.gpu is None else str(g.gpu), fr or "-",
-               group_threads(plan, g.stages), str(g.copies),
-               _mib(plan.process_memory_mib(g.stages))]
+               group_threads(plan, g.stages), str(g.copies)]
+        if pinned:
+            row.append(cpu_text(g.cpus) if g.cpus else "any")
+        row.append(_mib(plan.process_memory_mib(g.stages)))
         if show_changed:
             row.append("yes" if g.changed else "")
         t.add_row(*row)
     for p in plan.tp_processes:
         s = plan.stage(p.stage)
         row = [p.name, f"{p.stage} (TP rank {p.rank}/{s.tp_size})", str(p.gpu),
-               f"{p.stage} {_frac(s.fraction)}", str(s.threads), "1",
-               _mib(plan.process_memory_mib((p.stage,)))]
+               f"{p.stage} {_frac(s.fraction)}", str(s.threads), "1"]
+        if pinned:
+            row.append("any")
+        row.append(_mib(plan.process_memory_mib((p.stage,))))
         if show_changed:
             row.append("")
         t.add_row(*row)

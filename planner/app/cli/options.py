@@ -94,6 +94,9 @@ def add_placement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--process-copies", action="append", default=[], metavar="PROCESS=N",
                    help="run N copies of process group PROCESS (or of the group holding a "
                         "stage of that name); each request uses one copy (repeatable)")
+    p.add_argument("--process-cpus", action="append", default=[], metavar="PROCESS=CPUS",
+                   help="run every copy of process group PROCESS on these CPUs only (e.g. 0, "
+                        "0-1, 0,2; repeatable; default: wherever the OS puts them)")
 
 
 def add_scale_args(p: argparse.ArgumentParser, cluster: bool = True) -> None:
@@ -140,15 +143,17 @@ class PlacementFlags:
     stage_process: tuple[str, ...]
     stage_threads: tuple[str, ...] = ()
     process_copies: tuple[str, ...] = ()
+    process_cpus: tuple[str, ...] = ()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PlacementFlags:
         return cls(tuple(args.isolate_stage), tuple(args.stage_process),
-                   tuple(args.stage_threads), tuple(args.process_copies))
+                   tuple(args.stage_threads), tuple(args.process_copies),
+                   tuple(args.process_cpus))
 
     def requests(self) -> tuple[Request | ComputeRequest, ...]:
         return from_options(self.isolate, self.stage_process, self.stage_threads,
-                            self.process_copies)
+                            self.process_copies, self.process_cpus)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,71 @@
+"""A plan's CPUs per process group, applied: every thread of each pinned worker runs only on its
+planned CPUs, the others are left where the OS puts them, and a pin this machine cannot honour
+is refused before any process starts."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import planner
+from launcher import LaunchError, launch
+from launcher.control.preflight import SetupError, check
+from planner.plan import Pin
+
+needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_getaffinity"),
+                                    reason="CPU affinity is Linux's; this OS has none to test")
+
+PIPELINE = {
+    "name": "pinned-pair",
+    "stages": [
+        {"name": "a", "process": "one", "factory": "launcher.synthetic:stage",
+         "args": {"gil_ms": 0.2}, "next": ["b"]},
+        {"name": "b", "process": "two", "factory": "launcher.synthetic:stage",
+         "args": {"gil_ms": 0.2, "audio_ms": 20.0}, "terminal": True},
+    ],
+    "process_safe_edges": [["a", "b"]],
+}
+
+
+def plan_pinning(cpus: tuple[int, ...]):
+    pipeline = planner.load(config=PIPELINE)
+    text = ",".join(str(c) for c in cpus)
+    r = planner.solve_pipeline(pipeline, requests=[Pin.parse(f"two={text}")])
+    assert r.ok, r.diagnostics
+    return r.plan
+
+
+def allowed(pid: int) -> set[str]:
+    """Each thread's CPU list as the kernel reports it (`Cpus_allowed_list`)."""
+    out = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/status", encoding="utf-8") as f:
+            out.add(f.read().split("Cpus_allowed_list:")[1].split()[0])
+    return out
+
+
+@needs_affinity
+def test_a_pin_outside_the_cpus_this_program_may_use_is_refused_before_anything_starts():
+    beyond = max(os.sched_getaffinity(0)) + 1
+    plan = plan_pinning((beyond,))
+    with pytest.raises(SetupError) as e:
+        check(plan)
+    message = str(e.value)
+    assert f"pinned to CPUs {beyond}" in message and "--process-cpus two=" in message
+    with pytest.raises(LaunchError):
+        launch(plan, device="cpu")
+
+
+@needs_affinity
+@pytest.mark.slow
+def test_every_thread_of_a_pinned_worker_runs_on_its_cpus_only():
+    first = min(os.sched_getaffinity(0))
+    plan = plan_pinning((first,))
+    everyone = set(os.sched_getaffinity(0))
+    with launch(plan, device="cpu") as d:
+        d.synthesize("pinned", timeout=60)  # the stages built, their threads started
+        pids = d.worker_pids()
+        assert allowed(pids["two"]) == {str(first)}
+        if len(everyone) > 1:  # the unpinned worker keeps what this program may use
+            assert allowed(pids["one"]) == allowed(os.getpid()) != {str(first)}

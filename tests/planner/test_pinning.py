@@ -1,0 +1,108 @@
+"""CPUs per process group (`--process-cpus`, `processes: {NAME: {cpus: ...}}`): read as taskset
+reads a CPU list, resolved onto the plan's groups, refused with a hint where a pinned group's
+stage has more threads than CPUs, and shown by `solve` only where a plan pins."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import planner
+from planner.flags import flag
+from planner.plan import Pin, Threads, cpu_list, cpu_text
+from planner.render.dicts import request_dict, request_from_dict
+from tests.cli import run_planner
+
+ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def solve(*requests, isolate=(), config=None, cpus=4):
+    return planner.solve(None if config else "piper-joe", config=config,
+                         isolate_stages=list(isolate), requests=list(requests), cpus=cpus)
+
+
+@pytest.mark.parametrize("text, cpus", [("0", (0,)), (" 3 ", (3,)), ("0-2,5", (0, 1, 2, 5)),
+                                        ("4,1-2", (1, 2, 4)), ("1,1", (1,))])
+def test_a_cpu_list_reads_as_taskset_reads_it_and_writes_back_short(text, cpus):
+    assert cpu_list(text) == cpus
+    assert cpu_list(cpu_text(cpus)) == cpus
+
+
+@pytest.mark.parametrize("text", ["", "x", "2-1", "-1", "0,,1", "1-", "0.5", "0-99999"])
+def test_what_is_not_a_cpu_list_is_none(text):
+    assert cpu_list(text) is None
+
+
+def test_a_pin_goes_on_its_group_and_every_other_group_is_left_to_the_os():
+    r = solve(Pin.parse("vocoder=1"), isolate=["vocoder"])
+    assert r.ok, r.diagnostics
+    assert [(g.name, g.cpus) for g in r.plan.groups] == [("pipeline", ()), ("vocoder", (1,))]
+    assert flag(Pin("vocoder", (0, 1, 3))) == "--process-cpus vocoder=0-1,3"
+    assert request_from_dict(request_dict(Pin("vocoder", (0, 2)))) == Pin("vocoder", (0, 2))
+
+
+def test_a_config_declares_them_and_a_flag_overrides_it():
+    config = {"model": "piper-joe", "processes": {"pipeline": {"cpus": "0-1"}}}
+    r = solve(config=config)
+    assert r.ok, r.diagnostics
+    assert r.plan.groups[0].cpus == (0, 1)
+    r = solve(Pin.parse("acoustic=1"), config=config)  # a stage names the group holding it
+    assert r.ok and r.plan.groups[0].cpus == (1,)
+
+
+@pytest.mark.parametrize("request_, culprit", [
+    (Pin.parse("vocoder=x"), "is not PROCESS=CPUS"),
+    (Pin.parse("vocoder"), "is not PROCESS=CPUS"),
+    (Pin.parse("nope=0"), "names 'nope', which is neither a process group nor a stage"),
+])
+def test_bad_pins_are_one_paragraph_with_a_hint(request_, culprit):
+    r = solve(request_)
+    assert r.status == "error"
+    d = r.diagnostics[0]
+    assert d.code == "invalid-compute" and culprit in d.message and d.hint
+
+
+def test_a_group_pinned_twice_is_a_request_error():
+    r = solve(Pin.parse("pipeline=0"), Pin.parse("vocoder=1"))
+    assert r.status == "error" and "a second time" in r.diagnostics[0].message
+
+
+def test_a_stage_with_more_threads_than_its_pinned_cpus_is_refused_and_the_hint_fits():
+    r = solve(Threads("vocoder", 2), Pin.parse("vocoder=0"), isolate=["vocoder"])
+    assert r.status == "error"
+    d = r.diagnostics[0]
+    assert "pinned to 1 CPU" in d.message and "runs 2 threads" in d.message
+    assert "--process-cpus vocoder=0-1" in d.hint and "--stage-threads vocoder=1" in d.hint
+    assert solve(Threads("vocoder", 2), Pin.parse("vocoder=0-1"), isolate=["vocoder"]).ok
+
+
+def test_copies_of_a_pinned_group_share_its_cpus():
+    r = solve(planner.plan.Copies("vocoder", 2), Pin.parse("vocoder=0"), isolate=["vocoder"])
+    assert r.status == "error" and "in each of its 2 copies" in r.diagnostics[0].message
+    r = solve(planner.plan.Copies("vocoder", 2), Pin.parse("vocoder=0-1"), isolate=["vocoder"])
+    assert r.ok and r.plan.group_of("vocoder").cpus == (0, 1)
+
+
+def test_a_bad_config_value_names_its_key():
+    with pytest.raises(planner.ConfigError) as e:
+        planner.load(config={"model": "piper-joe", "processes": {"pipeline": {"cpus": "a-b"}}})
+    assert "processes.pipeline.cpus" in str(e.value)
+
+
+def test_solve_shows_the_cpus_column_only_for_a_plan_that_pins():
+    flags = ("solve", "piper-joe", "--isolate-stage", "vocoder", "--process-cpus", "vocoder=1")
+    table = run_planner(*flags, env=ENV, in_process=True, timeout=60)
+    assert table.returncode == 0, table.stderr
+    header = next(line for line in table.stdout.splitlines() if "process" in line and "copies" in line)
+    assert "CPUs" in header
+    plain = run_planner("solve", "piper-joe", env=ENV, in_process=True, timeout=60)
+    assert "CPUs " not in next(line for line in plain.stdout.splitlines() if "copies" in line)
+    data = json.loads(run_planner(*flags, "--format", "json", env=ENV, in_process=True,
+                                  timeout=60).stdout)
+    assert [(g["name"], g["cpus"]) for g in data["groups"]] == [("pipeline", None),
+                                                                 ("vocoder", [1])]
+    bad = run_planner("solve", "piper-joe", "--process-cpus", "pipeline=one", env=ENV,
+                      in_process=True, timeout=60)
+    assert bad.returncode == 2 and "hint:" in bad.stdout + bad.stderr
