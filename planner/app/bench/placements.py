@@ -35,6 +35,7 @@ class Placement:
     tp_stages: tuple[tuple[str, tuple[str, ...]], ...]  # (stage, rank process names)
     copies: tuple[int, ...] = ()  # of each group, in `groups` order (empty: one each)
     threads: tuple[tuple[str, int], ...] = ()  # (stage, intra-op threads) where more than one
+    cpus: tuple[tuple[int, ...], ...] = ()  # each group's pinned CPUs, in `groups` order (empty: none)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -58,10 +59,12 @@ class Placement:
     @property
     def signature(self) -> frozenset:
         """What performance depends on (names do not): which stages share a process, how many
-        copies of it run, and each stage's threads."""
+        copies of it run, the CPUs it is pinned to, and each stage's threads."""
         threads = dict(self.threads)
-        return frozenset((frozenset(stages), n, frozenset((s, threads.get(s, 1)) for s in stages))
-                         for (_, stages), n in zip(self.groups, self.group_copies))
+        pins = self.cpus or ((),) * len(self.groups)
+        return frozenset((frozenset(stages), n, pinned,
+                          frozenset((s, threads.get(s, 1)) for s in stages))
+                         for (_, stages), n, pinned in zip(self.groups, self.group_copies, pins))
 
     @property
     def is_baseline(self) -> bool:
@@ -91,6 +94,8 @@ def from_plan(name: str, requests: Sequence[Request], plan: Plan) -> Placement:
                      groups=tuple((g.name, tuple(g.stages)) for g in plan.groups),
                      tp_stages=tuple((s, tuple(r)) for s, r in tp.items()),
                      copies=tuple(g.copies for g in plan.groups),
+                     cpus=tuple(g.cpus for g in plan.groups) if any(g.cpus for g in plan.groups)
+                     else (),
                      threads=tuple((s.name, s.threads) for s in plan.stages if s.threads != 1))
 
 

@@ -185,8 +185,10 @@ def test_the_same_processes_with_other_threads_or_copies_are_other_placements():
         "split=--isolate-stage vocoder",
         "copies=--isolate-stage vocoder --process-copies vocoder=2",
         "threads=--isolate-stage vocoder --stage-threads vocoder=2",
+        "pinned=--isolate-stage vocoder --process-cpus vocoder=0",
         "again=--process-copies vocoder=2 --isolate-stage vocoder"], None)
-    assert [p.name for p in chosen] == ["declared", "split", "copies", "threads"]
+    # pinned: the same processes on chosen CPUs measured 14% apart (docs/tune.md)
+    assert [p.name for p in chosen] == ["declared", "split", "copies", "threads", "pinned"]
     assert notes == ["again runs the same processes as copies; measured once"]
     copies = chosen[2]
     assert copies.process_count == 3  # pipeline, and two copies of the vocoder
