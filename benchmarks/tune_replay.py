@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 import planner
-from planner.flags import flags
+from planner.flags import PIN, flags
 from planner.tune.choose import choose
 from planner.tune.model import Workload
 from planner.tune.profile import Profile
@@ -67,8 +67,10 @@ def replay(answer: dict, source: str, workdir: Path,
     for k, w in enumerate(answer["workload"]):
         if w.get("loop") != "closed":
             continue
-        # tune's own ranking of every accepted placement, predictions and all
-        choice = choose(pl, profile, (Workload(concurrency=w["concurrency"]),))
+        # tune's own ranking of every accepted placement, predictions and all; pinned as the
+        # run's plans were (runs saved before tune pinned were served without)
+        pinned = any(f.startswith(PIN) for c in answer["candidates"] for f in c["flags"])
+        choice = choose(pl, profile, (Workload(concurrency=w["concurrency"]),), pins=pinned)
         measured = {}
         for c in choice.ranked:
             runs = measured_by_flags.get(tuple(flags(c.requests))) or []

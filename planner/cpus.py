@@ -13,3 +13,12 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def usable_cpu_ids() -> tuple[int, ...]:
+    """Which CPUs those are (a plan's pins name them); 0 to the count - 1 where the OS does not
+    say."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except AttributeError:
+        return tuple(range(os.cpu_count() or 1))

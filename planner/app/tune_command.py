@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import planner
 from planner.app import tune_rate
+from planner.cpus import usable_cpu_ids
 from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
 from planner.tune.report import choice_dict, render_choice
 from planner.tune.choose import choose, why
@@ -134,15 +135,18 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         bursts = burst_speed()
         if bursts.slow:
             err.print(f"tune: note: {bursts.note()}")
+    # Pins name this machine's CPUs; predicting for another number of cores, 0 to cores - 1.
+    cpu_ids = None if args.cores else usable_cpu_ids()
     try:
         if rate_question:  # every plan kept: the targets, latency's too, judge them banded
             choice = choose(pipeline, profile, (tune_rate.workload(args),), "ttfa",
                             max_processes=args.max_processes, cores=args.cores,
-                            compute=not args.placements_only)
+                            compute=not args.placements_only, cpu_ids=cpu_ids)
         else:
             choice = choose(pipeline, profile, workloads(args), args.objective,
                             slo_p99_ms=args.slo_p99_ms, max_processes=args.max_processes,
-                            cores=args.cores, compute=not args.placements_only)
+                            cores=args.cores, compute=not args.placements_only,
+                            cpu_ids=cpu_ids)
     except planner.TooManyPlacements as exc:
         raise TuneError(f"{exc}; tune enumerates every placement, so it needs fewer movable "
                         "stages (fuse some with fused_stages)") from None

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.flags import COPIES, ISOLATE, THREADS, command_line, flags
+from planner.flags import COPIES, ISOLATE, PIN, THREADS, command_line, flags
 from planner.tune.errors import TuneError
 from planner.tune.verify import Measured, Rows
 
@@ -31,12 +31,14 @@ DEFAULT_REQUESTS = 96
 def bench_name(c: Candidate) -> str:
     """The candidate's flags as a bench placement name (letters, digits and `_.+:@-`): e.g.
     `isolate:vocoder` for `--isolate-stage vocoder`, `pre@p2` for `--stage-process pre=p2`,
-    `threads:vocoder@2` and `copies:vocoder@2` for `--stage-threads` and `--process-copies`, several
+    `threads:vocoder@2`, `copies:vocoder@2` and `cpus:vocoder@1` for `--stage-threads`,
+    `--process-copies` and `--process-cpus` (a CPU list's `,` becomes `_`), several
     joined by `+`, so the bench's own report says which placement each row is."""
     parts = []
     for f in flags(c.requests):
         option, _, value = f.partition(" ")
-        prefix = {ISOLATE: "isolate:", THREADS: "threads:", COPIES: "copies:"}.get(option, "")
+        prefix = {ISOLATE: "isolate:", THREADS: "threads:", COPIES: "copies:",
+                  PIN: "cpus:"}.get(option, "")
         parts.append(prefix + value.replace("=", "@"))
     name = re.sub(r"[^A-Za-z0-9_.+:@-]", "_", "+".join(parts)) or "declared"
     return name if name[0].isalnum() else f"p{name}"

@@ -8,13 +8,15 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from planner.api import accepted_plan
 from planner.placements import FeasiblePlacement, feasible_placements
 from planner.pipeline import Pipeline
-from planner.plan import ComputeRequest, Copies, Plan, Request, Threads
+from planner.plan import ComputeRequest, Copies, Pin, Plan, Request, Threads
 from planner.flags import flags
 from planner.tune.compute_search import widen
 from planner.tune.model import Prediction, Workload
 from planner.tune.parallel import predict_many
+from planner.tune.pinning import pin_for
 from planner.tune.profile import Profile
 
 Objective = Literal["throughput", "latency", "ttfa"]
@@ -43,8 +45,9 @@ class Candidate:
 
     @property
     def compute(self) -> tuple[ComputeRequest, ...]:
-        """Its threads and copies requests (none: one thread per stage, one copy per group)."""
-        return tuple(r for r in self.requests if isinstance(r, (Threads, Copies)))
+        """Its threads, copies and CPU requests (none: one thread per stage, one copy per group,
+        no pin)."""
+        return tuple(r for r in self.requests if isinstance(r, (Threads, Copies, Pin)))
 
 
 @dataclass(frozen=True)
@@ -97,10 +100,14 @@ def memory_mib(plan: Plan, profile: Profile) -> float:
 def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...],
            objective: Objective = "throughput", slo_p99_ms: float | None = None,
            max_processes: int | None = None, max_memory_mib: float | None = None,
-           cores: int | None = None, compute: bool = False) -> Choice:
+           cores: int | None = None, compute: bool = False,
+           cpu_ids: Sequence[int] | None = None, pins: bool = True) -> Choice:
     """Rank every accepted placement (one thread per stage, one copy per group) and, with
     `compute`, the threads and copies `planner.tune.compute_search` steps to from the best
-    WIDENED_PLACEMENTS of them, each solved for the machine's CPUs."""
+    WIDENED_PLACEMENTS of them, each solved for the machine's CPUs. Under a load of several
+    requests at once each plan but the declared one gets the pin `planner.tune.pinning` gives it
+    (on `cpu_ids`, default 0 to the cores - 1; none without `pins`, as to replay runs measured
+    without); the model predicts a plan alike with or without."""
     candidates = []
     placements = feasible_placements(pipeline)
     predicted = predict_many([f.plan for f in placements], profile, workloads, cores)
@@ -125,7 +132,14 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
         groups = [g.stages for g in f.plan.groups]
         # One request at a time, only stages of that request running at once can crowd.
         company = None if any(map(_several_in_flight, preds)) else f.plan.overlapping_stages()
-        candidates.append(Candidate(f.requests, f.plan, preds, memory_mib(f.plan, profile),
+        requests, plan = f.requests, f.plan
+        busy = [p for p in preds if _several_in_flight(p)]
+        pin = (pin_for(plan, profile, busy, cpu_ids or range(machine_cores))
+               if requests and pins else None)
+        if pin is not None and (pinned := accepted_plan(pipeline, requests + (pin,),
+                                                        machine_cores)) is not None:
+            requests, plan = requests + (pin,), pinned
+        candidates.append(Candidate(requests, plan, preds, memory_mib(plan, profile),
                                     crowding_ms(groups, profile, company)))
     declared = next(c for c in candidates if not c.requests)
     kept, excluded = [], []
@@ -300,6 +314,9 @@ def why(choice: Choice) -> str:
                 changes.append(f"{n} threads share {stage}'s native work out over cores")
             case Copies(process=group, count=n):
                 changes.append(f"{n} copies of {group} serve requests side by side")
+            case Pin(process=group, cpus=cpus):
+                changes.append(f"pinning {group} to CPU {','.join(map(str, cpus or ()))} keeps "
+                               f"the lock hand-overs of {group} off the CPUs of other processes")
     return (f"`{best.name}` wins at {w.label}: the declared topology is bound by {res} "
             f"({busy:.0%} busy); {', '.join(changes)} "
             f"(x{gain:.2f} req/s), and the busiest resource of `{best.name}` is {bres} "

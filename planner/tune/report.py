@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from planner.plan import Assign, ComputeRequest, Isolate, Plan, Request
+from planner.plan import Assign, ComputeRequest, Isolate, Plan, Request, cpu_text
 from planner.flags import command_line, flags
 from planner.tune.choose import TIE, Candidate, Choice, score, tie_note
 from planner.tune.verify import Measured, Rows
@@ -70,13 +70,22 @@ def persistent_overlay(plan: Plan, requests: tuple[Request | ComputeRequest, ...
     return entries
 
 
-def persistent_processes(plan: Plan) -> dict[str, dict[str, int]]:
-    """The `processes:` of a config overlay: each group run in more than one copy."""
-    return {g.name: {"copies": g.copies} for g in plan.groups if g.copies > 1}
+def persistent_processes(plan: Plan) -> dict[str, dict[str, Any]]:
+    """The `processes:` of a config overlay: each group run in more than one copy or pinned."""
+    out: dict[str, dict[str, Any]] = {}
+    for g in plan.groups:
+        entry: dict[str, Any] = {}
+        if g.copies > 1:
+            entry["copies"] = g.copies
+        if g.cpus:
+            entry["cpus"] = cpu_text(g.cpus)
+        if entry:
+            out[g.name] = entry
+    return out
 
 
 def overlay_yaml(model: str, variant: str, entries: list[dict[str, Any]],
-                 processes: dict[str, dict[str, int]] | None = None) -> str:
+                 processes: dict[str, dict[str, Any]] | None = None) -> str:
     lines = [f"model: {model}"] + ([f"variant: {variant}"] if variant != "default" else [])
     if entries:  # copies alone change no stage
         lines.append("stages:")
@@ -92,7 +101,11 @@ def overlay_yaml(model: str, variant: str, entries: list[dict[str, Any]],
         lines.append(f"  - {{{', '.join(parts)}}}")
     if processes:
         lines.append("processes:")
-        lines += [f"  {name}: {{copies: {p['copies']}}}" for name, p in processes.items()]
+        for name, p in processes.items():
+            parts = [f"copies: {p['copies']}"] if "copies" in p else []
+            if "cpus" in p:  # quoted: a CPU list is text to YAML, which `0` alone is not
+                parts.append(f"cpus: '{p['cpus']}'")
+            lines.append(f"  {name}: {{{', '.join(parts)}}}")
     return "\n".join(lines)
 
 
@@ -120,8 +133,8 @@ def _workload_dict(w: Workload) -> dict[str, Any]:
 def candidate_dict(c: Candidate, measured: list[dict[str, Any]] | None) -> dict[str, Any]:
     return {
         "flags": list(flags(c.requests)),
-        "groups": [{"name": g.name, "stages": list(g.stages), "copies": g.copies}
-                   for g in c.plan.groups],
+        "groups": [{"name": g.name, "stages": list(g.stages), "copies": g.copies,
+                    "cpus": list(g.cpus) or None} for g in c.plan.groups],
         "threads": {s.name: s.threads for s in c.plan.stages},
         "processes": c.processes,
         "memory_mib": c.memory_mib,

@@ -112,7 +112,9 @@ def _flag(request):
 def test_verify_names_candidates_by_their_flags():
     pl, prof = four()
     names = {bench_name(c) for c in choose(pl, prof, (Workload(concurrency=4),)).ranked}
-    assert "isolate:b" in names and not any(n.startswith("tune") for n in names)
+    assert any(n.split("+")[0] == "isolate:b" for n in names)
+    assert any("+cpus:p@1" in n for n in names)  # a pin is named as its flag is
+    assert not any(n.startswith("tune") for n in names)
     assert all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+:@-]*", n) for n in names)
 
 

@@ -1,0 +1,55 @@
+"""Which process group a plan pins to a CPU of its own, under a load of several requests at once.
+
+Why pin: a process of several stages hands its interpreter lock between its threads by waking one.
+With every CPU busy, Linux may place the woken thread on the CPU where another process's thread
+runs, preempting it; the hander then sleeps, and its CPU idles until a scheduler tick moves the
+preempted thread over (a thread that ran a moment ago is not taken at once). The model shares the
+cores as one queue and never idles one beside a waiting thread; a pinned group's wake-ups stay on
+its CPU, which is what makes the machine behave so (docs/tune.md, "Where the cores idle").
+Measured at C=4 on 2 vCPUs over tune's top plans of 15 generated pipelines (2026-12-04), pinning
+by this rule: median x1.03, up to x1.28, the worst x0.97.
+
+The rule: the group of at least two stages, run in one copy, none of them with more than one
+thread, whose CPU work at the predicted rate needs the largest share of one CPU, if that share is
+between MIN_SHARE and MAX_SHARE, goes on the last CPU this machine gives; one group only, so every
+other CPU stays the OS's to share out. Pure: the caller says which predictions have several
+requests in flight and which CPUs there are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from planner.plan import Pin, Plan
+from planner.tune.profile import Profile
+from planner.tune.workload import Prediction
+
+# Below this share of a CPU a group's hand-overs are too few to cost much, and pinning it only
+# takes a CPU's freedom away (no gain was measured there); above MAX_SHARE a group that needs a
+# whole CPU would be held to one: a pinned group may use no other.
+MIN_SHARE = 0.30
+MAX_SHARE = 0.95
+
+
+def cpu_share(plan: Plan, group: str, profile: Profile, rate_rps: float) -> float:
+    """The share of one CPU the group's stages' work (Python and native) takes at `rate_rps`."""
+    stages = next(g.stages for g in plan.groups if g.name == group)
+    ms = sum(profile.stage(s).gil_ms + profile.stage(s).native_ms for s in stages)
+    return ms * rate_rps / 1000.0
+
+
+def pin_for(plan: Plan, profile: Profile, busy: Sequence[Prediction],
+            cpu_ids: Sequence[int]) -> Pin | None:
+    """The pin this plan gets, or None. `busy`: its predictions at the workloads with several
+    requests in flight (none: nothing runs beside anything, so nothing to keep apart)."""
+    if not busy or len(cpu_ids) < 2 or any(g.cpus for g in plan.groups):
+        return None
+    best: tuple[float, str] | None = None
+    for g in plan.groups:
+        if g.copies != 1 or len(g.stages) < 2 or any(plan.stage(s).threads > 1
+                                                     for s in g.stages):
+            continue
+        need = max(cpu_share(plan, g.name, profile, p.throughput_rps) for p in busy)
+        if MIN_SHARE <= need <= MAX_SHARE and (best is None or need > best[0]):
+            best = (need, g.name)
+    return None if best is None else Pin(best[1], (max(cpu_ids),))
