@@ -221,6 +221,10 @@ def pin_cpus(cpus: tuple[int, ...]) -> None:
             os.sched_setaffinity(int(tid), cpus)
         except ProcessLookupError:
             pass  # a thread that ended meanwhile
+        except OSError as exc:  # a node without those CPUs (the launcher checks its own)
+            raise RuntimeError(f"cannot pin this process to CPUs {list(cpus)}: {exc.strerror}; "
+                               f"this node lets it run on {sorted(os.sched_getaffinity(0))}"
+                               ) from None
 
 
 def main(spec: WorkerSpec, channel: Channel) -> None:
