@@ -94,13 +94,25 @@ def serve(plan: planner.Plan, concurrency: int, requests: int) -> tuple[float, f
     return requests / wall, busy
 
 
-def read_profile(path: Path) -> Profile:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return Profile.from_dict(data.get("profile", data))  # an answer.json carries its profile
+def solved_placements(pipeline, placements: list[str]) -> list[tuple[str, planner.Plan]]:
+    """Each `--placement` (flags as `planner solve` takes them; "" the declared topology) as
+    (name, plan), all solved before anything is served; ValueError with the line to print for
+    the first that cannot be."""
+    plans = []
+    for placement in placements or [""]:
+        try:
+            requests = planner.parse_flags(shlex.split(placement))
+        except ValueError as e:
+            raise ValueError(f"--placement {placement!r}: {e}") from None
+        result = planner.solve_pipeline(pipeline, requests=requests)
+        if result.plan is None:
+            raise ValueError(f"{placement or 'declared'}: {result.diagnostics[0].message}")
+        plans.append((placement or "declared", result.plan))
+    return plans
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_pipeline_args(ap: argparse.ArgumentParser) -> None:
+    """Which pipeline and which placements of it (`--config`/`--pipeline`, `--placement`)."""
     source = ap.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", type=Path, help="a complete pipeline config")
     source.add_argument("--pipeline", help="a synthetic pipeline of tune_accuracy.py "
@@ -109,6 +121,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--placement", action="append", default=None,
                     help='flags of one placement, e.g. "--isolate-stage s1" ("" is the '
                          "declared one); repeat to compare")
+
+
+def read_profile(path: Path) -> Profile:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return Profile.from_dict(data.get("profile", data))  # an answer.json carries its profile
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_pipeline_args(ap)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--requests", type=int, default=600)
     ap.add_argument("--profile", type=Path, help="also the model's figures from this profile")
@@ -130,21 +152,16 @@ def main(argv: list[str] | None = None) -> int:
           f"average {os.getloadavg()[0]:.2f} at the start")
     print(f"{'placement':44} {'req/s':>6} {'CPUs busy':>9} {'CPU ms/req':>10}"
           + (f" {'model req/s':>11} {'CPUs busy':>9} {'error':>6}" if profile else ""))
-    for placement in args.placement or [""]:
-        try:
-            requests = planner.parse_flags(shlex.split(placement))
-        except ValueError as e:
-            print(f"error: --placement {placement!r}: {e}", file=sys.stderr)
-            return 2
-        result = planner.solve_pipeline(pipeline, requests=requests)
-        if result.plan is None:
-            print(f"error: {placement or 'declared'}: {result.diagnostics[0].message}",
-                  file=sys.stderr)
-            return 2
-        rate, busy = serve(result.plan, args.concurrency, args.requests)
-        row = f"{placement or 'declared':44} {rate:6.1f} {busy:9.2f} {1000 * busy / rate:10.1f}"
+    try:
+        plans = solved_placements(pipeline, args.placement)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for name, plan in plans:
+        rate, busy = serve(plan, args.concurrency, args.requests)
+        row = f"{name:44} {rate:6.1f} {busy:9.2f} {1000 * busy / rate:10.1f}"
         if profile is not None:
-            p = predict(result.plan, profile, Workload(concurrency=args.concurrency))
+            p = predict(plan, profile, Workload(concurrency=args.concurrency))
             model_busy = dict(p.utilization)["cores"] * profile.cores
             row += (f" {p.throughput_rps:11.1f} {model_busy:9.2f} "
                     f"{p.throughput_rps / rate - 1:+6.0%}")

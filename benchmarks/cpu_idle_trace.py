@@ -37,7 +37,6 @@ import json
 import math
 import os
 import re
-import shlex
 import statistics
 import subprocess
 import sys
@@ -58,7 +57,7 @@ from planner.errors import ConfigError
 from planner.plan import cpu_list, cpu_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cores_busy import WARMUP  # noqa: E402
+from cores_busy import WARMUP, add_pipeline_args, solved_placements  # noqa: E402
 from tune_replay import pipeline_for  # noqa: E402
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -527,14 +526,7 @@ def row(placement: str, run: Run) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    source = ap.add_mutually_exclusive_group(required=True)
-    source.add_argument("--config", type=Path, help="a complete pipeline config")
-    source.add_argument("--pipeline", help="a synthetic pipeline of tune_accuracy.py "
-                                           "(lock-bound, native-device, four-mixed, ...) or a "
-                                           "built-in card")
-    ap.add_argument("--placement", action="append", default=None,
-                    help='flags of one placement, e.g. "--isolate-stage s1" ("" is the '
-                         "declared one); repeat to compare")
+    add_pipeline_args(ap)
     ap.add_argument("--pin", action="append", default=[], metavar="PROCESS=CPUS",
                     help="pin this process's threads (a process group of the placement, or "
                          "main: this one, with the clients) to these CPUs after launch, in every "
@@ -577,19 +569,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    plans = []
-    for placement in args.placement or [""]:
-        try:
-            requests = planner.parse_flags(shlex.split(placement))
-        except ValueError as e:
-            print(f"error: --placement {placement!r}: {e}", file=sys.stderr)
-            return 2
-        result = planner.solve_pipeline(pipeline, requests=requests)
-        if result.plan is None:
-            print(f"error: {placement or 'declared'}: {result.diagnostics[0].message}",
-                  file=sys.stderr)
-            return 2
-        plans.append((placement or "declared", result.plan))
+    try:
+        plans = solved_placements(pipeline, args.placement)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     # a pin that names no process of any placement is a typo: say so before serving anything
     groups = {MAIN} | {g.name for _, plan in plans for g in plan.groups} | {
         t.name for _, plan in plans for t in plan.tp_processes}

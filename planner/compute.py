@@ -108,9 +108,8 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
                     hint=f"name one of those stages, e.g. `{THREADS} {example}={r.count}`"))
                 continue
             if stage in thread_flags:
-                diags.append(_bad(r, f"sets the threads of {stage} a second time",
-                                  f"`{flag(thread_flags[stage])}` already sets them",
-                                  f"keep one of them, e.g. `{flag(r)}`", (stage,)))
+                diags.append(_set_twice(r, f"the threads of {stage}", thread_flags[stage],
+                                        (stage,)))
                 continue
             threads[stage] = r.count
             thread_flags[stage] = r
@@ -125,9 +124,7 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
             if process is None:
                 continue
             if process in pin_flags:
-                diags.append(_bad(r, f"sets the CPUs of process {process} a second time",
-                                  f"`{flag(pin_flags[process])}` already sets them",
-                                  f"keep one of them, e.g. `{flag(r)}`"))
+                diags.append(_set_twice(r, f"the CPUs of process {process}", pin_flags[process]))
                 continue
             cpus[process] = r.cpus
             pin_flags[process] = r
@@ -140,15 +137,20 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
             if process is None:
                 continue
             if process in copy_flags:
-                diags.append(_bad(r, f"sets the copies of process {process} a second time",
-                                  f"`{flag(copy_flags[process])}` already sets them",
-                                  f"keep one of them, e.g. `{flag(r)}`"))
+                diags.append(_set_twice(r, f"the copies of process {process}",
+                                        copy_flags[process]))
                 continue
             copies[process] = r.count
             copy_flags[process] = r
     copies = {p: n for p, n in copies.items() if n > 1 or p in copy_flags}
     diags += _over_pinned(target, threads, copies, cpus, pin_flags)
     return (Compute(threads, copies, thread_flags, copy_flags, cpus, pin_flags), tuple(diags))
+
+
+def _set_twice(r: ComputeRequest, what: str, first: ComputeRequest,
+               stages: tuple[str, ...] = ()) -> Diagnostic:
+    return _bad(r, f"sets {what} a second time", f"`{flag(first)}` already sets them",
+                f"keep one of them, e.g. `{flag(r)}`", stages)
 
 
 def _group_named(r: Copies | Pin, pipeline: Pipeline, target: Mapping[str, str],
