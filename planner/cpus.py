@@ -9,10 +9,7 @@ import os
 
 def usable_cpus() -> int:
     """The CPUs this process may run on (a container or taskset can allow fewer than exist)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return len(usable_cpu_ids())
 
 
 def usable_cpu_ids() -> tuple[int, ...]:
@@ -20,5 +17,5 @@ def usable_cpu_ids() -> tuple[int, ...]:
     say."""
     try:
         return tuple(sorted(os.sched_getaffinity(0)))
-    except AttributeError:
+    except AttributeError:  # not on Linux
         return tuple(range(os.cpu_count() or 1))
