@@ -29,6 +29,7 @@ import multiprocessing.connection as mpc
 import multiprocessing.forkserver
 import os
 import secrets
+import select
 import selectors
 import signal
 import threading
@@ -76,6 +77,16 @@ class _Handle:
 
     def exited(self, timeout: float = 0.0) -> bool:
         return bool(mpc.wait([self.exit], timeout))
+
+    def down(self) -> bool:
+        """Exited, or on its way out: the kernel closes a dying process's sockets before its exit
+        can be read, and with a CUDA context that teardown takes long enough for a peer to find
+        it unreachable first (seen on an H200). Its control pipe hung up is that early sign."""
+        if self.exited():
+            return True
+        poller = select.poll()
+        poller.register(self.conn.fileno(), select.POLLHUP)
+        return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
 
     def exitcode(self) -> int | None:
         """How it ended; None when nobody can tell (the fork server that knew died too)."""
@@ -216,11 +227,11 @@ class LocalBackend:
         return {}
 
     def alive(self, process: str) -> bool:
-        """Whether the process runs, asked its pidfd now (any thread): a death is known here
-        before `events` reports it."""
+        """Whether the process runs, asked its pidfd and control pipe now (any thread): a death
+        is known here before `events` reports it."""
         handle = self._procs.get(process)
         try:
-            return handle is not None and not handle.exited()
+            return handle is not None and not handle.down()
         except (OSError, ValueError):  # forgotten (its pidfd closed) meanwhile
             return False
 

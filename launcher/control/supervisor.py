@@ -365,9 +365,14 @@ class Supervisor:
                     # It died a moment ago: its exit, read next on this thread, fails the
                     # request saying how it ended (killed, crashed) rather than "not reachable".
                     return
-                state = dest.state if dest.state != "ready" else "not reachable"
-                self.finish(request_id, WorkerDied(
-                    f"{dest.describe()} is {state}; cannot hand over from '{source}'"))
+                if dest.state == "ready":
+                    why = f"{dest.describe()} is not reachable"
+                elif dest.death is not None:
+                    # Its exit was read first (it held nothing then): say how it ended.
+                    why = f"{dest.death}; it is {dest.state}"
+                else:
+                    why = f"{dest.describe()} is {dest.state}"
+                self.finish(request_id, WorkerDied(f"{why}; cannot hand over from '{source}'"))
             case Stats(latencies, depths, cuda_allocated, shm, core_wait_s):
                 with self.lock:
                     for stage, values in latencies.items():

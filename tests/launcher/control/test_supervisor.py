@@ -115,6 +115,22 @@ def test_a_handoff_to_a_process_that_just_died_fails_saying_how_it_died(deployme
         request.result(timeout=BOUND_S)
 
 
+def test_a_handoff_to_a_process_whose_death_was_read_first_says_how_it_died(deployment):
+    # The vocoder held nothing when it died (between two chunks): its exit fails no request, and
+    # the next handoff to it finds it restarting. The client is still told how it ended.
+    sup, backend, _ = deployment
+    request = sup.submit("one", None, stream=True)
+    backend.die("vocoder")
+    wait_until(lambda: sup.procs["vocoder"].state == "restarting", BOUND_S,
+               "the vocoder's exit to be read")
+    backend.say("pipeline", Undeliverable(request.id, "tts_engine", "vocoder",
+                                          "process 'vocoder' is not accepting handoffs"))
+    with pytest.raises(WorkerDied, match=r"process 'vocoder' \(pid \d+, stages: vocoder\) was "
+                                         r"killed by SIGKILL; it is restarting; cannot hand "
+                                         r"over from 'tts_engine'"):
+        request.result(timeout=BOUND_S)
+
+
 def test_a_restarting_process_refuses_new_requests_that_need_it_at_entry(deployment):
     sup, backend, _ = deployment
     backend.die("pipeline")
