@@ -576,7 +576,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # a pin that names no process of any placement is a typo: say so before serving anything
     groups = {MAIN} | {g.name for _, plan in plans for g in plan.groups} | {
-        t.name for _, plan in plans for t in plan.tp_processes}
+        t.name for _, plan in plans for t in plan.tp_processes} | {
+        f"{g.name}.{k}" for _, plan in plans for g in plan.groups if g.copies > 1
+        for k in range(g.copies)}  # one copy of a group alone: `pipeline.0`
     if unknown := [p for p in pins if p not in groups]:
         print(f"error: --pin {given[unknown[0]]!r}: no placement has a process "
               f"{unknown[0]!r}: name one of {', '.join(sorted(groups))}", file=sys.stderr)
