@@ -44,6 +44,11 @@ class Candidate:
         return tuple((g.name, g.stages) for g in self.plan.groups)
 
     @property
+    def extra_threads(self) -> int:
+        """The threads it asks for beyond one per stage, every copy counted."""
+        return sum((s.threads - 1) * self.plan.copies_of(s.name) for s in self.plan.stages)
+
+    @property
     def compute(self) -> tuple[ComputeRequest, ...]:
         """Its threads, copies and CPU requests (none: one thread per stage, one copy per group,
         no pin)."""
@@ -156,7 +161,7 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
             kept.append(c)
     order = rank([score(c, objective) for c in kept], [c.processes for c in kept],
                  [not c.requests for c in kept], [c.crowding_ms for c in kept], machine_cores,
-                 [c.name for c in kept])
+                 [c.name for c in kept], [c.extra_threads for c in kept])
     return Choice(workloads, objective, tuple(kept[i] for i in order), tuple(excluded), declared,
                   machine_cores, slo_p99_ms, refused)
 
@@ -167,6 +172,9 @@ WIDENED_PLACEMENTS = 3
 # Predictions closer than this are ties: the model does not resolve them. On this project's
 # 2-core machine the same placement measures up to 10% apart from run to run.
 TIE = 0.03
+# Predictions closer than this the model does not tell apart at all: its own noise (a profile's
+# timings of one stage at one and at two threads, taken a second apart, differ by about as much).
+RESOLUTION = 0.001
 # Stages beside the busiest one that do less than this share of its CPU work do not crowd it.
 CROWDING_FLOOR = 0.10
 # Company slows the busiest stage only if it re-takes the interpreter lock so often that a wake-up
@@ -218,7 +226,8 @@ def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile,
 
 
 def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[bool],
-         crowding: Sequence[float], cores: int, names: Sequence[str] | None = None) -> list[int]:
+         crowding: Sequence[float], cores: int, names: Sequence[str] | None = None,
+         extra_threads: Sequence[int] | None = None) -> list[int]:
     """Indices best first: by predicted score (higher is better), except where two are within
     `TIE` of each other and the model knows of something it does not charge that tells them apart
     (`tie_order`); `tie_note` says so next to the numbers. The same scores give the same order
@@ -241,14 +250,25 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
     Nothing else settles a tie: an earlier rule gave it to fewer processes, and on a generated
     pipeline (issue 26) that kept the busiest pure-Python stage beside another one where isolating
     it measured 20% better. A tie that neither tells apart stays in predicted order and is said as
-    a tie, with `--verify` to settle it."""
+    a tie, with `--verify` to settle it.
+
+    Among those the model predicts within `RESOLUTION` of each other (no difference at all, by
+    its own noise), the one asking for the fewest threads comes first (`extra_threads`): a thread
+    that gains nothing costs what the model does not charge, a pool's hand-offs for every call
+    (generated-81 at C=1: `--stage-threads s3=2`, predicted 0.02% above one thread from a second
+    thread profiled 0.1% faster, measured x0.899 of it head to head)."""
     names = names or [""] * len(scores)
+    threads = extra_threads or [0] * len(scores)
     exact = {i: (-scores[i], processes[i], not declared[i], names[i], i) for i in range(len(scores))}
     left, out = sorted(range(len(scores)), key=exact.__getitem__), []
     while left:
         top = scores[left[0]]
         near = [i for i in left if scores[i] >= top - abs(top) * TIE]
-        pick = min(near, key=lambda i: tie_order(processes[i], crowding[i], cores) + exact[i])
+        first = min(tie_order(processes[i], crowding[i], cores) for i in near)
+        ahead = [i for i in near if tie_order(processes[i], crowding[i], cores) == first]
+        best = max(scores[i] for i in ahead)
+        same = [i for i in ahead if scores[i] >= best - abs(best) * RESOLUTION]
+        pick = min(same, key=lambda i: (threads[i],) + exact[i])
         out.append(pick)
         left.remove(pick)
     return out
@@ -286,6 +306,8 @@ def _short_reason(best: Candidate, rival: Candidate, cores: int) -> str:
         return f"{rival.processes} procs on {cores} cores"
     if keys[0][1] != keys[1][1]:
         return "less native work beside the busiest stage"
+    if best.extra_threads < rival.extra_threads:
+        return "fewer threads, no gain resolved"
     return "predicted equal"
 
 
@@ -361,7 +383,7 @@ def _tie_reason(choice: Choice, near: Sequence[int]) -> str:
     best = choice.ranked[0]
     s0 = score(best, choice.objective)
     mine = tie_order(best.processes, best.crowding_ms, choice.cores)
-    cores_, crowded, lower, same = [], [], [], []
+    cores_, crowded, lower, threads, same = [], [], [], [], []
     for j in near:
         c = choice.ranked[j]
         key = tie_order(c.processes, c.crowding_ms, choice.cores)
@@ -369,8 +391,10 @@ def _tie_reason(choice: Choice, near: Sequence[int]) -> str:
             cores_.append(c)
         elif key[1] != mine[1]:
             crowded.append(c)
-        elif (s0 - score(c, choice.objective)) / max(abs(s0), 1e-9) >= 0.001:
+        elif (s0 - score(c, choice.objective)) / max(abs(s0), 1e-9) >= RESOLUTION:
             lower.append(c)
+        elif c.extra_threads > best.extra_threads:
+            threads.append(c)
         else:
             same.append(c)
     names = (lambda cs: ", ".join(f"`{c.name}`" for c in cs))
@@ -389,6 +413,11 @@ def _tie_reason(choice: Choice, near: Sequence[int]) -> str:
         out.append(f"`{best.name}` is predicted higher than {names(lower)}, by "
                    f"{min((s0 - score(c, choice.objective)) / max(abs(s0), 1e-9) for c in lower):.1%}"
                    " or more")
+    if threads:
+        out.append(f"{names(threads)} {'asks' if len(threads) == 1 else 'ask'} for more threads "
+                   f"than `{best.name}` and {'is' if len(threads) == 1 else 'are'} predicted "
+                   f"within {RESOLUTION:.1%} of it, no gain the model resolves: a thread that "
+                   "gains nothing still costs its hand-offs, which the model does not charge")
     exact = [c for c in same if score(c, choice.objective) == s0]
     hair = [c for c in same if score(c, choice.objective) != s0]
     if hair:

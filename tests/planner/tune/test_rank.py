@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from planner.tune.choose import CROWDING_FLOOR, RETAKE_SHARE, TIE, crowding_ms, rank
+from planner.tune.choose import CROWDING_FLOOR, RESOLUTION, RETAKE_SHARE, TIE, crowding_ms, rank
 from planner.tune.profile import HandoffCost, Profile, StageProfile
 
 
@@ -34,6 +34,18 @@ def test_exactly_equal_predictions_get_a_fixed_order_whatever_order_they_come_in
     again = rank([scores[i] for i in perm], [procs[i] for i in perm],
                  [names[i] == "declared" for i in perm], [0.0] * 3, 2, [names[i] for i in perm])
     assert [names[perm[i]] for i in again] == order
+
+
+def test_a_thread_the_model_predicts_no_gain_from_is_not_asked_for():
+    # generated-81 at C=1: a second thread predicted 0.02% above one measured x0.899 of it
+    names = ["--stage-threads s3=2", "declared"]
+    hair = 100.0 * (1 + RESOLUTION / 5)
+    order = rank([hair, 100.0], [1, 1], [False, True], [0.0, 0.0], 2, names, [1, 0])
+    assert [names[i] for i in order] == ["declared", "--stage-threads s3=2"]
+    # a gain the model does resolve (still within TIE) keeps the thread first
+    gain = 100.0 * (1 + 3 * RESOLUTION)
+    order = rank([gain, 100.0], [1, 1], [False, True], [0.0, 0.0], 2, names, [1, 0])
+    assert [names[i] for i in order] == ["--stage-threads s3=2", "declared"]
 
 
 def test_a_tie_goes_to_the_placement_that_leaves_the_busiest_stage_alone():
