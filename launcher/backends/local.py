@@ -29,7 +29,6 @@ import multiprocessing.connection as mpc
 import multiprocessing.forkserver
 import os
 import secrets
-import select
 import selectors
 import signal
 import threading
@@ -38,7 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.wire import ipc
-from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, send_frame, unregister
+from launcher.wire.backend import (
+    Deaths, Event, Exited, Unit, hung_up, read_frames, send_frame, unregister,
+)
 from launcher.control.layout import with_fresh_rendezvous
 from launcher.backends import forkserver
 from launcher.backends.links import LocalChannel, remove_socket_dir
@@ -79,14 +80,9 @@ class _Handle:
         return bool(mpc.wait([self.exit], timeout))
 
     def down(self) -> bool:
-        """Exited, or on its way out: the kernel closes a dying process's sockets before its exit
-        can be read, and with a CUDA context that teardown takes long enough for a peer to find
-        it unreachable first (seen on an H200). Its control pipe hung up is that early sign."""
-        if self.exited():
-            return True
-        poller = select.poll()
-        poller.register(self.conn.fileno(), select.POLLHUP)
-        return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
+        """Exited, or on its way out (`hung_up`): a peer that found it unreachable then is told
+        how it ended once its exit is read, not only that it could not be reached."""
+        return self.exited() or hung_up(self.conn)
 
     def exitcode(self) -> int | None:
         """How it ended; None when nobody can tell (the fork server that knew died too)."""

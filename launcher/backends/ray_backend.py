@@ -37,7 +37,9 @@ from planner import Cluster, Node
 
 from launcher.wire import ipc
 from launcher.backends import links
-from launcher.wire.backend import Deaths, Event, Exited, Unit, read_frames, send_frame, unregister
+from launcher.wire.backend import (
+    Deaths, Event, Exited, Unit, hung_up, read_frames, send_frame, unregister,
+)
 from launcher.errors import LaunchError
 from launcher.control.layout import with_fresh_rendezvous
 from launcher.wire.protocol import FrameReader, ToWorker
@@ -251,9 +253,12 @@ class RayBackend:
 
     def alive(self, process: str) -> bool:
         """Whether the process runs, asked now (any thread), where that can be told without
-        Ray: on this machine, by its pid; elsewhere its death is known when `events` says."""
+        Ray: its control connection hung up (`hung_up`: on any node), or on this machine its
+        pid gone; otherwise its death is known when `events` says."""
         a = self._actors.get(process)
         if a is None:
+            return False
+        if a.control is not None and hung_up(a.control):
             return False
         return not (self.shares_memory and a.pid > 0) or ipc.pid_alive(a.pid)
 

@@ -24,6 +24,7 @@ A backend's promises:
 
 from __future__ import annotations
 
+import select
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -142,6 +143,24 @@ def unregister(selector: Any, *watched: Any) -> None:
             selector.unregister(obj)
         except (KeyError, ValueError, OSError):
             pass
+
+
+# The peer closed its end: POLLHUP on a Unix socket pair; on TCP only POLLRDHUP says it.
+_GONE = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0)
+
+
+def hung_up(conn: Any) -> bool:
+    """Whether the worker at the other end of its control connection has closed it: a worker
+    never does while it runs, and the kernel does it first when the worker dies, before its exit
+    can be read (with a CUDA context about 0.1 s before, measured on an H200). False for a
+    closed connection of ours (no descriptor left to ask)."""
+    try:
+        fd = conn.fileno()
+    except (OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, _GONE)
+    return any(events & _GONE for _, events in poller.poll(0))
 
 
 def send_frame(conn: Any, lock: Any, message: ToWorker) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing as mp
 
 from launcher.backends.local import _Handle
+from launcher.wire.backend import hung_up
 from tests.waiting import wait_until
 
 BOUND_S = 30.0  # generous: this waits for another process, never for time to pass
@@ -41,3 +42,26 @@ def test_a_worker_whose_control_pipe_hung_up_is_down_before_its_exit():
         child.kill()
         child.join(BOUND_S)
         handle.close()
+
+
+def test_a_control_connection_over_tcp_shows_its_worker_gone_too():
+    # A Ray worker dials its supervisor over TCP, where a peer's close raises no POLLHUP, only
+    # POLLRDHUP: a worker on another node that died is seen as down by the same check.
+    import multiprocessing.connection as mpc
+    import threading
+
+    listener = mpc.Listener(("127.0.0.1", 0), authkey=b"k")
+    dialled = []
+    dialler = threading.Thread(target=lambda: dialled.append(mpc.Client(listener.address,
+                                                                          authkey=b"k")))
+    dialler.start()
+    ours = listener.accept()
+    dialler.join(BOUND_S)
+    try:
+        assert not hung_up(ours)
+        dialled[0].close()
+        wait_until(lambda: hung_up(ours), BOUND_S, "the closed TCP peer to count as gone")
+    finally:
+        ours.close()
+        listener.close()
+    assert not hung_up(ours)  # our own closed end: nothing to ask, not a death
