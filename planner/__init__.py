@@ -28,6 +28,7 @@ from planner.plan import (
     Request,
     Result,
     TpProcess,
+    cpu_text,
 )
 from planner.flags import command_line, flag, flags, from_options
 from planner.flags import parse as parse_flags
@@ -38,7 +39,8 @@ load_pipeline = load  # the name the API had before `load`; kept for scripts tha
 # Loaded on first use: `planner solve` needs none of these, and importing them (the package
 # metadata above all) cost it a fifth of its cold start beside OR-Tools' own import; the graph,
 # the placement enumerator and the JSON shapes are for other commands and formats.
-_LAZY = {"Cluster": ("planner.cluster", "Cluster"), "Node": ("planner.cluster", "Node"),
+_LAZY = {"allowed_cpus": ("planner.cpus", "allowed_cpus"),
+         "Cluster": ("planner.cluster", "Cluster"), "Node": ("planner.cluster", "Node"),
          "load_cluster": ("planner.cluster", "load_cluster"),
          "cluster_from_ray_nodes": ("planner.cluster", "from_ray_nodes"),
          "Packing": ("planner.replicas", "Packing"), "pack": ("planner.replicas", "pack"),
@@ -92,4 +94,5 @@ __all__ = [
     "tp_rank_names", "Cluster", "Node", "load_cluster", "cluster_from_ray_nodes", "Packing", "pack",
     "solve_replicas",
     "HandoffCost", "Profile", "StageProfile", "FairQueue", "__version__",
+    "allowed_cpus", "cpu_text",
 ]

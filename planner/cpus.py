@@ -15,7 +15,14 @@ def usable_cpus() -> int:
 def usable_cpu_ids() -> tuple[int, ...]:
     """Which CPUs those are (a plan's pins name them); 0 to the count - 1 where the OS does not
     say."""
+    allowed = allowed_cpus()
+    return allowed if allowed is not None else tuple(range(os.cpu_count() or 1))
+
+
+def allowed_cpus() -> tuple[int, ...] | None:
+    """The CPUs the OS lets this process run on, or None where it cannot pin a process to CPUs
+    (not Linux): a pin is refused there, while a count may still be guessed."""
     try:
         return tuple(sorted(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return tuple(range(os.cpu_count() or 1))
+    except AttributeError:
+        return None

@@ -10,7 +10,8 @@ espeak-ng program). `serve` turns that into exit code 2 with nothing started; `l
 from __future__ import annotations
 
 import importlib
-import os
+
+from planner import allowed_cpus, cpu_text
 
 
 class SetupError(RuntimeError):
@@ -43,21 +44,20 @@ def _check_cpus(plan) -> None:
     pinned = [g for g in plan.groups if g.cpus]
     if not pinned:
         return
-    try:
-        usable = sorted(os.sched_getaffinity(0))
-    except AttributeError:
-        raise SetupError(f"process '{pinned[0].name}' is pinned to CPUs "
-                         f"{_listed(pinned[0].cpus)}, but this OS cannot pin a process to CPUs "
-                         "(Linux can): drop its --process-cpus or `cpus:`") from None
+    usable = allowed_cpus()
+    if usable is None:
+        raise SetupError(f"process '{pinned[0].name}' is pinned to "
+                         f"{_cpus_named(pinned[0].cpus)}, but this OS cannot pin a process to CPUs "
+                         "(Linux can): drop its --process-cpus or `cpus:`")
     for group in pinned:
         outside = [c for c in group.cpus if c not in usable]
         if outside:
             raise SetupError(
-                f"process '{group.name}' is pinned to CPUs {_listed(group.cpus)}, but this "
-                f"program may run only on CPUs {_listed(usable)} (CPU {_listed(outside)} not "
+                f"process '{group.name}' is pinned to {_cpus_named(group.cpus)}, but this "
+                f"program may run only on CPUs {cpu_text(usable)} ({_cpus_named(outside)} not "
                 f"among them): pin it within those, e.g. `--process-cpus "
-                f"{group.name}={_listed(usable[:len(group.cpus)])}`")
+                f"{group.name}={cpu_text(usable[:len(group.cpus)])}`")
 
 
-def _listed(cpus) -> str:
-    return ",".join(str(c) for c in cpus)
+def _cpus_named(cpus) -> str:
+    return f"CPU{'s' if len(cpus) > 1 else ''} {cpu_text(cpus)}"

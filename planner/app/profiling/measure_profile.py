@@ -14,6 +14,7 @@ import torch
 
 import planner
 from planner import Profile, StageProfile
+from planner.cpus import usable_cpus
 from planner.tune.calibration import calibrate_to_served, request_scales
 
 from planner.app.bench.machine import cpu_model
@@ -110,7 +111,7 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
             native_call_ms=round(call, 4) if call is not None else None,
             first_chunk_share=first_chunk_share(extra, s.name)))
     out = measure_threads(plan, stages, out, device, factory_defaults or {},
-                          texts[:THREAD_REQUESTS], len(os.sched_getaffinity(0)), progress,
+                          texts[:THREAD_REQUESTS], usable_cpus(), progress,
                           stream)
     progress("measuring the HTTP front door")
     audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
@@ -125,7 +126,7 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
         served_ms = {}
     out = calibrate_to_served(serve, out, served_ms, handoff)
     return Profile(
-        model=plan.model, variant=plan.variant, cores=len(os.sched_getaffinity(0)),
+        model=plan.model, variant=plan.variant, cores=usable_cpus(),
         cpu_model=cpu_model() or "unknown", stages=tuple(out),
         handoff=handoff, device=device,
         frontend_ms=round(frontend_ms, 4), client_ms=round(client_ms, 4),

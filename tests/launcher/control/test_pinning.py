@@ -52,7 +52,7 @@ def test_a_pin_outside_the_cpus_this_program_may_use_is_refused_before_anything_
     with pytest.raises(SetupError) as e:
         check(plan)
     message = str(e.value)
-    assert f"pinned to CPUs {beyond}" in message and "--process-cpus two=" in message
+    assert f"pinned to CPU {beyond}," in message and "--process-cpus two=" in message
     with pytest.raises(LaunchError):
         launch(plan, device="cpu")
 
