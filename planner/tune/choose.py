@@ -260,12 +260,13 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
     names = names or [""] * len(scores)
     threads = extra_threads or [0] * len(scores)
     exact = {i: (-scores[i], processes[i], not declared[i], names[i], i) for i in range(len(scores))}
+    keys = [tie_order(processes[i], crowding[i], cores) for i in range(len(scores))]
     left, out = sorted(range(len(scores)), key=exact.__getitem__), []
     while left:
         top = scores[left[0]]
         near = [i for i in left if scores[i] >= top - abs(top) * TIE]
-        first = min(tie_order(processes[i], crowding[i], cores) for i in near)
-        ahead = [i for i in near if tie_order(processes[i], crowding[i], cores) == first]
+        first = min(keys[i] for i in near)
+        ahead = [i for i in near if keys[i] == first]
         best = max(scores[i] for i in ahead)
         same = [i for i in ahead if scores[i] >= best - abs(best) * RESOLUTION]
         pick = min(same, key=lambda i: (threads[i],) + exact[i])
