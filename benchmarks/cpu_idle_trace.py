@@ -66,6 +66,12 @@ EVENTS = ("sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new")
 # here (~70 bytes each): 4 MiB leaves room for twenty times that before the oldest are overwritten
 BUFFER_KB_PER_S = 4096
 LONG_GAP_NS = 500_000  # a stretch of idle longer than a wakeup's latency: the CPU sat out work
+# Linux's sched_migration_cost (0.5 ms by default): a thread that left a CPU more recently than
+# this is "cache hot" there, and an idle CPU's balancing will not take it from that CPU's queue
+# (the kernel's task_hot; only a balance that failed often enough overrides it). Waiting beside
+# an idle CPU while hot is then what the kernel chose; once cold, only a balance pass is missing
+# (an idle CPU's own comes at the busy CPU's tick, up to 4 ms at HZ=250).
+HOT_NS = 500_000
 MAIN = "main"  # this process: the client threads and the launcher's side of the pipes
 OTHER = "other"  # threads of no process of the placement (kernel threads, other programs)
 NOBODY = "nobody"  # a long idle stretch that began with nothing waiting anywhere
@@ -92,6 +98,9 @@ class IdleFigures:
     requests: int  # requests finished in the window
     idle: tuple[float, ...]  # per CPU: running its idle task
     idle_waiting_elsewhere: tuple[float, ...]  # ... while a thread that may run there waited
+    # ... of that, while every such thread had left a CPU within HOT_NS (cache hot: the kernel's
+    # balancing does not move it); the rest had a cold one the next balance would have taken
+    idle_waiting_elsewhere_hot: tuple[float, ...]
     # ... while one waited in its own queue: only a wakeup's latency, ~0 (a check on the reading)
     idle_waiting_own: tuple[float, ...]
     gaps: int  # idle stretches begun and ended inside the window
@@ -115,6 +124,10 @@ class IdleFigures:
         return sum(self.idle_waiting_elsewhere)
 
     @property
+    def cpus_idle_waiting_elsewhere_hot(self) -> float:
+        return sum(self.idle_waiting_elsewhere_hot)
+
+    @property
     def cpus_idle_waiting_own(self) -> float:
         return sum(self.idle_waiting_own)
 
@@ -124,6 +137,7 @@ class IdleFigures:
     def to_json(self) -> dict:
         out = {**asdict(self), "cpus_idle": self.cpus_idle,
                "cpus_idle_waiting_elsewhere": self.cpus_idle_waiting_elsewhere,
+               "cpus_idle_waiting_elsewhere_hot": self.cpus_idle_waiting_elsewhere_hot,
                "cpus_idle_waiting_own": self.cpus_idle_waiting_own,
                "long_gaps_per_request": self.per_request(self.long_gaps),
                "preemptions_per_request": [[a, b, self.per_request(n)]
@@ -208,7 +222,8 @@ def idle_figures(trace: str, processes: Mapping[int, str], cpus: int, requests: 
         else:
             seen.add(e.tid)
 
-    idle, elsewhere, own = [0] * n, [0] * n, [0] * n
+    idle, elsewhere, hot, own = [0] * n, [0] * n, [0] * n, [0] * n
+    left_cpu: dict[int, int] = {}  # when each thread last left a CPU (not known: cold)
     # when each CPU's idle stretch began; None also for one that began before the window,
     # whose length is unknown (its time still counts as idle)
     idle_since: list[int | None] = [None] * n
@@ -224,8 +239,11 @@ def idle_figures(trace: str, processes: Mapping[int, str], cpus: int, requests: 
                 if running[c] != IDLE:
                     continue
                 idle[c] += dt
-                if any(q != c and may_run(t, c) for t, q in waiting.items()):
+                movable = [t for t, q in waiting.items() if q != c and may_run(t, c)]
+                if movable:
                     elsewhere[c] += dt
+                    cold_at = min(left_cpu.get(t, -HOT_NS) + HOT_NS for t in movable)
+                    hot[c] += max(0, min(e.ns, cold_at) - last)
                 if any(q == c for q in waiting.values()):
                     own[c] += dt
         last = e.ns
@@ -237,6 +255,7 @@ def idle_figures(trace: str, processes: Mapping[int, str], cpus: int, requests: 
             continue
         prev, nxt = e.tid, e.other
         if prev != IDLE:
+            left_cpu[prev] = e.ns
             if e.state.startswith("R"):  # put off the CPU still runnable: back in its queue
                 waiting[prev] = c
                 if nxt != IDLE:
@@ -269,7 +288,8 @@ def idle_figures(trace: str, processes: Mapping[int, str], cpus: int, requests: 
     long_gaps = sum(g > LONG_GAP_NS for g in gaps)
     return IdleFigures(
         span_s=span / 1e9, requests=requests, idle=share(idle),
-        idle_waiting_elsewhere=share(elsewhere), idle_waiting_own=share(own),
+        idle_waiting_elsewhere=share(elsewhere), idle_waiting_elsewhere_hot=share(hot),
+        idle_waiting_own=share(own),
         gaps=len(gaps),
         gap_median_ms=statistics.median(ordered) / 1e6 if ordered else math.nan,
         # nearest rank: a stretch that happened, not a blend of two
@@ -511,7 +531,11 @@ def row(placement: str, run: Run) -> list[str]:
          f"{f.per_request(f.long_gaps):9.2f}  {top or '-'}"),
         (f"{'':4}{f.requests} requests in {f.span_s:.2f} s; {f.gaps} idle stretches, median "
          f"{f.gap_median_ms:.2f} ms, p90 {f.gap_p90_ms:.2f} ms, {f.gaps_long_share:.0%} over "
-         f"{LONG_GAP_NS / 1e6:g} ms; waiting elsewhere as those began: {waiters}")]
+         f"{LONG_GAP_NS / 1e6:g} ms; waiting elsewhere as those began: {waiters}"),
+        (f"{'':4}idle beside a thread waiting elsewhere: {f.cpus_idle_waiting_elsewhere_hot:.2f} "
+         f"CPUs while it was cache hot (it left a CPU under {HOT_NS / 1e6:g} ms before: not "
+         f"moved by the kernel's balancing), "
+         f"{f.cpus_idle_waiting_elsewhere - f.cpus_idle_waiting_elsewhere_hot:.2f} after")]
     if f.lost_events:
         lines.append(f"{'':4}WARNING: the trace lost {f.lost_events} events: these figures are "
                      "wrong; raise BUFFER_KB_PER_S or lower --trace-seconds")

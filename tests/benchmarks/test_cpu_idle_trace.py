@@ -63,6 +63,10 @@ def test_an_idle_cpu_beside_a_preempted_thread_is_counted_to_the_microsecond():
     assert f.idle_waiting_own[0] == 0
     assert f.idle_waiting_own[1] * f.span_s == pytest.approx(0.00001, abs=1e-12)
     assert f.cpus_idle_waiting_elsewhere == pytest.approx(0.6)
+    # A left CPU 1 at 20 us: cache hot (not to be moved) for 0.5 ms, the first 20 us of CPU 0's
+    # idle; the other 2.98 ms a balance pass would have moved it
+    assert f.idle_waiting_elsewhere_hot[0] * f.span_s == pytest.approx(0.00002, abs=1e-12)
+    assert f.idle_waiting_elsewhere_hot[1] == 0
     # both stretches began and ended in the window; CPU 0's last one ends with it: not counted
     assert f.gaps == 2 and f.long_gaps == 1 and f.gaps_long_share == 0.5
     assert f.gap_median_ms == pytest.approx((3 + 0.21) / 2)
@@ -71,6 +75,31 @@ def test_an_idle_cpu_beside_a_preempted_thread_is_counted_to_the_microsecond():
     assert f.preemptions == (("s0", "pipeline", 1),)
     assert f.per_request(f.preemptions[0][2]) == 0.25
     assert f.pulls == 1 and f.lost_events == 0
+
+
+def test_idle_beside_a_thread_that_left_a_cpu_under_half_a_millisecond_ago_counts_as_hot():
+    # A, preempted on CPU 1 at 20 us, is taken by CPU 0 at 400 us: hot all that idle. Then B,
+    # asleep since 1.0 ms, is woken onto busy CPU 0 at 1.2 ms while CPU 1 idles until 2.0 ms:
+    # hot until 1.5 ms, cold after. M was never seen leaving a CPU: cold throughout.
+    trace = [
+        wakeup(0, "7.000000", P, B, 1),
+        switch(1, "7.000020", A, "R", B),
+        switch(0, "7.000030", P, "S", 0),
+        switch(0, "7.000400", 0, "R", A),
+        switch(1, "7.001000", B, "S", 0),
+        wakeup(0, "7.001200", A, B, 0),
+        switch(1, "7.002000", 0, "R", B),
+        switch(0, "7.002500", A, "S", 0),
+    ]
+    f = cpu_idle_trace.idle_figures("\n".join(trace), PROCESSES, cpus=2, requests=1)
+    assert f.idle_waiting_elsewhere[0] * f.span_s == pytest.approx(0.00037, abs=1e-12)
+    assert f.idle_waiting_elsewhere_hot[0] == f.idle_waiting_elsewhere[0]
+    assert f.idle_waiting_elsewhere[1] * f.span_s == pytest.approx(0.0008, abs=1e-12)
+    assert f.idle_waiting_elsewhere_hot[1] * f.span_s == pytest.approx(0.0003, abs=1e-12)
+    unseen = [switch(0, "5.000000", P, "S", 0), switch(1, "5.001000", A, "S", M),
+              switch(0, "5.002000", 0, "R", P)]
+    g = cpu_idle_trace.idle_figures("\n".join(unseen), PROCESSES, cpus=2, requests=1)
+    assert g.idle_waiting_elsewhere[0] > 0 and g.idle_waiting_elsewhere_hot[0] == 0
 
 
 def test_headers_other_events_and_lost_events_are_passed_over():
