@@ -113,6 +113,9 @@ class IdleFigures:
     long_gap_waiters: tuple[tuple[str, int], ...]
     preemptions: tuple[tuple[str, str, int], ...]  # (preempted, by, count), most first
     pulls: int  # threads that ran on a CPU other than the one whose queue they waited in
+    # threads woken into the queue of a CPU running another while a CPU they may run on idled:
+    # placed so, only a balance pass moves them (an idle CPU's comes at a busy CPU's tick)
+    wakes_beside_idle: int
     lost_events: int  # events the ring buffer dropped: the figures are then not to be trusted
 
     @property
@@ -231,7 +234,7 @@ def idle_figures(trace: str, processes: Mapping[int, str], cpus: int, requests: 
     gaps: list[int] = []
     long_waiters: Counter[str] = Counter()
     preempted: Counter[tuple[str, str]] = Counter()
-    pulls = 0
+    pulls = wakes_beside_idle = 0
     last = events[0].ns if events else 0
     for e in events:
         if dt := e.ns - last:
@@ -252,6 +255,9 @@ def idle_figures(trace: str, processes: Mapping[int, str], cpus: int, requests: 
             # one woken before it had switched out is still on its CPU: it never queued
             if e.tid not in running:
                 waiting[e.tid] = e.other
+                if running[e.other] != IDLE and any(
+                        running[c] == IDLE and may_run(e.tid, c) for c in range(n)):
+                    wakes_beside_idle += 1
             continue
         prev, nxt = e.tid, e.other
         if prev != IDLE:
@@ -299,7 +305,7 @@ def idle_figures(trace: str, processes: Mapping[int, str], cpus: int, requests: 
         long_gap_waiters=tuple(sorted(long_waiters.items(), key=lambda kv: (-kv[1], kv[0]))),
         preemptions=tuple((a, b, k) for (a, b), k in
                           sorted(preempted.items(), key=lambda kv: (-kv[1], kv[0]))),
-        pulls=pulls, lost_events=lost)
+        pulls=pulls, wakes_beside_idle=wakes_beside_idle, lost_events=lost)
 
 
 def parse_pin(value: str, cpus: int) -> tuple[str, frozenset[int]]:
@@ -535,7 +541,9 @@ def row(placement: str, run: Run) -> list[str]:
         (f"{'':4}idle beside a thread waiting elsewhere: {f.cpus_idle_waiting_elsewhere_hot:.2f} "
          f"CPUs while it was cache hot (it left a CPU under {HOT_NS / 1e6:g} ms before: not "
          f"moved by the kernel's balancing), "
-         f"{f.cpus_idle_waiting_elsewhere - f.cpus_idle_waiting_elsewhere_hot:.2f} after")]
+         f"{f.cpus_idle_waiting_elsewhere - f.cpus_idle_waiting_elsewhere_hot:.2f} after; "
+         f"{f.per_request(f.wakes_beside_idle):.2f} wakes per request onto a busy CPU while "
+         "another idled")]
     if f.lost_events:
         lines.append(f"{'':4}WARNING: the trace lost {f.lost_events} events: these figures are "
                      "wrong; raise BUFFER_KB_PER_S or lower --trace-seconds")

@@ -75,9 +75,11 @@ def test_an_idle_cpu_beside_a_preempted_thread_is_counted_to_the_microsecond():
     assert f.preemptions == (("s0", "pipeline", 1),)
     assert f.per_request(f.preemptions[0][2]) == 0.25
     assert f.pulls == 1 and f.lost_events == 0
+    # B woken onto busy CPU 1 while CPU 0 ran P; M onto idle CPU 1: neither beside an idle CPU
+    assert f.wakes_beside_idle == 0
 
 
-def test_idle_beside_a_thread_that_left_a_cpu_under_half_a_millisecond_ago_counts_as_hot():
+def test_idle_beside_a_thread_that_left_a_cpu_within_half_a_ms_is_hot_and_wakes_beside_idle():
     # A, preempted on CPU 1 at 20 us, is taken by CPU 0 at 400 us: hot all that idle. Then B,
     # asleep since 1.0 ms, is woken onto busy CPU 0 at 1.2 ms while CPU 1 idles until 2.0 ms:
     # hot until 1.5 ms, cold after. M was never seen leaving a CPU: cold throughout.
@@ -96,6 +98,8 @@ def test_idle_beside_a_thread_that_left_a_cpu_under_half_a_millisecond_ago_count
     assert f.idle_waiting_elsewhere_hot[0] == f.idle_waiting_elsewhere[0]
     assert f.idle_waiting_elsewhere[1] * f.span_s == pytest.approx(0.0008, abs=1e-12)
     assert f.idle_waiting_elsewhere_hot[1] * f.span_s == pytest.approx(0.0003, abs=1e-12)
+    # B's second wake went to busy CPU 0 while CPU 1 idled; its first found both busy
+    assert f.wakes_beside_idle == 1
     unseen = [switch(0, "5.000000", P, "S", 0), switch(1, "5.001000", A, "S", M),
               switch(0, "5.002000", 0, "R", P)]
     g = cpu_idle_trace.idle_figures("\n".join(unseen), PROCESSES, cpus=2, requests=1)
