@@ -40,8 +40,11 @@ def allowed(pid: int) -> set[str]:
     """Each thread's CPU list as the kernel reports it (`Cpus_allowed_list`)."""
     out = set()
     for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/status", encoding="utf-8") as f:
-            out.add(f.read().split("Cpus_allowed_list:")[1].split()[0])
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status", encoding="utf-8") as f:
+                out.add(f.read().split("Cpus_allowed_list:")[1].split()[0])
+        except FileNotFoundError:
+            continue  # a thread that ended since the listing: nothing of it to check
     return out
 
 
