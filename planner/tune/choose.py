@@ -109,7 +109,7 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
            cpu_ids: Sequence[int] | None = None, pins: bool = True) -> Choice:
     """Rank every accepted placement (one thread per stage, one copy per group) and, with
     `compute`, the threads and copies `planner.tune.compute_search` steps to from the best
-    WIDENED_PLACEMENTS of them, each solved for the machine's CPUs. Under a load of several
+    WIDENED_PLACEMENTS of them, each solved for the machine's CPUs. Under a closed loop of several
     requests at once each plan but the declared one gets the pin `planner.tune.pinning` gives it
     (on `cpu_ids`, default 0 to the cores - 1; none without `pins`, as to replay runs measured
     without); the model predicts a plan alike with or without."""
@@ -138,7 +138,10 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
         # One request at a time, only stages of that request running at once can crowd.
         company = None if any(map(_several_in_flight, preds)) else f.plan.overlapping_stages()
         requests, plan = f.requests, f.plan
-        busy = [p for p in preds if _several_in_flight(p)]
+        # Pins were measured on closed loops only (C=4); a rate question's first-audio tails
+        # were judged unpinned, so its plans stay so.
+        busy = [p for p, w in zip(preds, workloads)
+                if w.concurrency is not None and _several_in_flight(p)]
         pin = (pin_for(plan, profile, busy, cpu_ids or range(machine_cores))
                if requests and pins else None)
         if pin is not None and (pinned := accepted_plan(pipeline, requests + (pin,),

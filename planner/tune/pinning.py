@@ -1,4 +1,5 @@
-"""Which process group a plan pins to a CPU of its own, under a load of several requests at once.
+"""Which process group a plan pins to a CPU of its own, under a closed loop of several requests
+at once (where pinning was measured; a rate question's plans stay unpinned).
 
 Why pin: a process of several stages hands its interpreter lock between its threads by waking one.
 With every CPU busy, Linux may place the woken thread on the CPU where another process's thread

@@ -76,6 +76,17 @@ def test_tune_runs_its_plans_pinned_at_c4_and_unpinned_at_c1():
     assert {unpinned(c): c.predicted[0].throughput_rps for c in busy.ranked} == by_plan
 
 
+def test_a_rate_question_keeps_its_plans_unpinned():
+    # Pins were measured on closed loops; the rate question's tails were judged without them.
+    # 140 req/s overlaps requests here (the group b+c+d alone needs 0.91 of a CPU at that rate).
+    at_rate = choose(PL, PROF, (Workload(rate=140.0),), "ttfa", cpu_ids=(0, 1))
+    assert at_rate.ranked[0].predicted[0].throughput_rps * \
+        at_rate.ranked[0].predicted[0].latency_p50_ms / 1000.0 >= 1.5
+    assert not any(isinstance(r, Pin) for c in at_rate.ranked for r in c.requests)
+    closed = choose(PL, PROF, (Workload(concurrency=4),), cpu_ids=(0, 1))
+    assert any(isinstance(r, Pin) for c in closed.ranked for r in c.requests)
+
+
 def test_the_overlay_pins_as_the_flags_do():
     plan = plan_of(PL, "--isolate-stage", "a", "--process-cpus", "p=1")
     processes = persistent_processes(plan)
