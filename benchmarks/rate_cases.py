@@ -8,6 +8,7 @@ the measured one.
     python benchmarks/rate_cases.py --serve DIR       # ask and serve every case decided in DIR
     python benchmarks/rate_cases.py --report DIR      # the table, from what DIR holds
     python benchmarks/rate_cases.py --report DIR DIR2  # and each case on its first quiet run
+    python benchmarks/rate_cases.py --ask DIR         # does the planner now recommend what DIR served?
 
 Rates and targets are fixed from each pipeline's profile before anything is served, by one rule
 (`decide`): the machine's hold is the most any plan is predicted to complete with four clients
@@ -118,6 +119,41 @@ def serve(root: Path, only: str | None) -> None:
                        "--output", str(out))
         (out / "tune.json").write_text(json.dumps(answer, indent=1), encoding="utf-8")
         print("  " + row(c, answer, p99_at_served_speed(c, answer)), flush=True)
+
+
+def recommended_flags(answer: dict) -> str:
+    """What a rate answer recommends, in words: its pick (and cheaper runner-up), or how many
+    replicas of which plan, or nothing."""
+    rq = answer.get("rate_question") or {}
+    if rq.get("pick"):
+        runner = rq.get("runner_up")
+        return (f"pick {' '.join(rq['pick']['flags']) or 'declared'}"
+                + (f", cheaper {' '.join(runner['flags']) or 'declared'}" if runner else ""))
+    if rq.get("replicas"):
+        r = rq["replicas"]
+        return f"{r['count']} replicas of {' '.join(r['flags']) or 'declared'}"
+    return "nothing"
+
+
+def ask(root: Path) -> int:
+    """Ask every case served in `root` again, with the planner as it is now and the case's own
+    profile (nothing is served), and say whether it recommends what was served. Returns how many
+    changed: a changed case is no longer judged by its served run."""
+    changed = 0
+    for c in json.loads((root / "decided.json").read_text(encoding="utf-8"))["cases"]:
+        key = f"{c['pipeline']}-{c['load']}"
+        served = root / key / "tune.json"
+        if not served.exists():
+            print(f"{key}: not served")
+            continue
+        now = _json("tune", *c["source"], "--profile", c["profile"], "--rate", str(c["rate"]),
+                    "--ttfa-p99-ms", str(c["ttfa_p99_ms"]))
+        then = recommended_flags(json.loads(served.read_text(encoding="utf-8")))
+        same = recommended_flags(now) == then
+        changed += not same
+        print(f"{key}: {'the same' if same else 'CHANGED'}: served {then}"
+              + ("" if same else f"; now {recommended_flags(now)}"), flush=True)
+    return changed
 
 
 def _served(answer: dict, role: str) -> dict | None:
@@ -286,6 +322,8 @@ def main() -> None:
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--decide", type=Path, metavar="DIR")
     what.add_argument("--serve", type=Path, metavar="DIR")
+    what.add_argument("--ask", type=Path, metavar="DIR",
+                      help="ask DIR's served cases again (nothing served); exit 1 if one changed")
     what.add_argument("--report", type=Path, nargs="+", metavar="DIR",
                       help="one table per DIR; with several, each case judged on its first run "
                            "served on a quiet machine, in the order given")
@@ -295,6 +333,8 @@ def main() -> None:
         decide(args.decide)
     elif args.serve:
         serve(args.serve, args.only)
+    elif args.ask:
+        raise SystemExit(1 if ask(args.ask) else 0)
     else:
         for root in args.report:
             report(root)
