@@ -102,10 +102,20 @@ def decide(root: Path) -> None:
                                                   indent=1), encoding="utf-8")
 
 
-def serve(root: Path, only: str | None) -> None:
+def cases_of(root: Path) -> list[tuple[str, dict]]:
+    """The cases decided in `root`, each with its name (its directory there)."""
     cases = json.loads((root / "decided.json").read_text(encoding="utf-8"))["cases"]
-    for c in cases:
-        key = f"{c['pipeline']}-{c['load']}"
+    return [(f"{c['pipeline']}-{c['load']}", c) for c in cases]
+
+
+def question(c: dict) -> list[str]:
+    """The rate question a case asks, as `planner` arguments."""
+    return ["tune", *c["source"], "--profile", c["profile"], "--rate", str(c["rate"]),
+            "--ttfa-p99-ms", str(c["ttfa_p99_ms"])]
+
+
+def serve(root: Path, only: str | None) -> None:
+    for key, c in cases_of(root):
         if only and only not in key:
             continue
         out = root / key
@@ -114,9 +124,7 @@ def serve(root: Path, only: str | None) -> None:
             continue
         print(f"{key}: {c['rate']} req/s, TTFA p99 <= {c['ttfa_p99_ms']:g} ms ({machine()})",
               flush=True)
-        answer = _json("tune", *c["source"], "--profile", c["profile"], "--rate", str(c["rate"]),
-                       "--ttfa-p99-ms", str(c["ttfa_p99_ms"]), "--verify", "1",
-                       "--output", str(out))
+        answer = _json(*question(c), "--verify", "1", "--output", str(out))
         (out / "tune.json").write_text(json.dumps(answer, indent=1), encoding="utf-8")
         print("  " + row(c, answer, p99_at_served_speed(c, answer)), flush=True)
 
@@ -140,14 +148,12 @@ def ask(root: Path) -> int:
     profile (nothing is served), and say whether it recommends what was served. Returns how many
     changed: a changed case is no longer judged by its served run."""
     changed = 0
-    for c in json.loads((root / "decided.json").read_text(encoding="utf-8"))["cases"]:
-        key = f"{c['pipeline']}-{c['load']}"
+    for key, c in cases_of(root):
         served = root / key / "tune.json"
         if not served.exists():
             print(f"{key}: not served")
             continue
-        now = _json("tune", *c["source"], "--profile", c["profile"], "--rate", str(c["rate"]),
-                    "--ttfa-p99-ms", str(c["ttfa_p99_ms"]))
+        now = _json(*question(c))
         then = recommended_flags(json.loads(served.read_text(encoding="utf-8")))
         same = recommended_flags(now) == then
         changed += not same
@@ -252,7 +258,6 @@ def row(case: dict, answer: dict, at: float | None) -> str:
 
 
 def report(root: Path) -> None:
-    cases = json.loads((root / "decided.json").read_text(encoding="utf-8"))["cases"]
     print("| case | recommended plan | TTFA p99 predicted / measured, ms | served | within 25% "
           "| cheaper plan: predicted / measured, served | bursts' speed at tune / CPU stolen "
           "while served | p99 predicted at the served CPU speed (/ measured) |")
@@ -260,8 +265,8 @@ def report(root: Path) -> None:
     met = within = cheaper_ok = n = 0
     calm = [0, 0, 0]  # quiet cases: served, met, within 25%
     at_speed = [0, 0]  # cases with the served CPU speed known: of them, within 25% at it
-    for c in cases:
-        path = root / f"{c['pipeline']}-{c['load']}" / "tune.json"
+    for key, c in cases_of(root):
+        path = root / key / "tune.json"
         if not path.exists():
             continue
         answer = json.loads(path.read_text(encoding="utf-8"))
@@ -291,12 +296,11 @@ def judge_quiet(roots: list[Path]) -> None:
     """Each case judged on its first quiet run over `roots` (in the order given: a case served
     again after a disturbed run is judged on the later run only if it was quiet), every case
     named with the run it was judged on."""
-    cases = json.loads((roots[0] / "decided.json").read_text(encoding="utf-8"))["cases"]
+    cases = cases_of(roots[0])
     met = within = cheaper_ok = judged = 0
     print("\n| case | judged on | stolen | TTFA p99 predicted / measured, ms | met | within 25% |")
     print("|---|---|---|---|---|---|")
-    for c in cases:
-        key = f"{c['pipeline']}-{c['load']}"
+    for key, c in cases:
         runs = [(r, json.loads((r / key / "tune.json").read_text(encoding="utf-8")))
                 for r in roots if (r / key / "tune.json").exists()]
         first = next(((r, a) for r, a in runs if quiet(a)), None)

@@ -4,12 +4,12 @@ it is, a case whose recommendation changed says so, in the words a reader compar
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import pytest
-
-import rate_cases as rc
+import rate_cases as rc  # noqa: E402
 
 
 def answer(**rate_question):
