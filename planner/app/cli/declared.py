@@ -117,7 +117,10 @@ class Declared:
     @classmethod
     def flag(cls, name: str) -> str:
         """The flag of the field `name`, as messages name it."""
-        return next(flag.name for field, flag in cls.declared() if field == name)
+        for field, flag in cls.declared():
+            if field == name:
+                return flag.name
+        raise KeyError(f"{cls.__name__} declares no option {name!r}")
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
