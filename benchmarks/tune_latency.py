@@ -83,7 +83,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> int:
     out = tmp / "answers"
     cmds = {card: PLANNER + ["tune", card, "--profile", str(p), "--output", str(out / card),
                              *loads] for card, p in sorted(cards.items())}
-    floor = [sys.executable, "-c", "import planner.app.cli, planner.app.tune_command"]
+    floor = [sys.executable, "-c", "import planner.app.cli, planner.app.tune.command"]
     try:
         load_avg = os.getloadavg()[0]
     except OSError:

@@ -1,13 +1,13 @@
-"""`planner bench` from parsed arguments to files and a table; the CLI's only entry point here.
+"""`planner bench` from its options to files and a table; the CLI's only entry point here.
 
-Bad input raises `BenchError` (one paragraph, exit 2) before anything starts.
+Bad input raises `BenchError` (one paragraph, exit 2) before anything starts: each number was
+checked by its argparse type (`planner.app.bench.options`); here, what one option says of another.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import importlib.util
-import math
 import tempfile
 from pathlib import Path
 
@@ -15,15 +15,12 @@ from rich.console import Console
 from rich.markup import escape
 
 import planner
-from launcher.serving.limits import MAX_INPUT_CHARS
-from planner.limits import (
-    MAX_BURSTINESS, MAX_CONCURRENCY, MAX_COUNT, MAX_DURATION_S, MAX_MS, MAX_RATE, MIN_RATE,
-)
 
 from planner.app.bench.charts import write_charts
 from planner.app.bench.load_results import Slo
 from planner.app.bench.load_shapes import Closed, Open, Shape, describe
 from planner.app.bench.machine import environment
+from planner.app.bench.options import DEFAULT_REQUESTS, BenchOptions
 from planner.app.bench.placements import PlacementError, choose
 from planner.app.bench.report import LiveProgress, failures, markdown, render_table, write_json
 from planner.app.bench.results import Bench
@@ -33,10 +30,8 @@ from planner.app.bench.server import ServerFailed
 EXIT_ALL_FAILED = 1  # every request of some placement at some load failed
 EXIT_INVALID = 2
 EXIT_RUN_FAILED = 3  # a placement could not be served, as for `planner serve`
-DEFAULT_REQUESTS = 96
 DEFAULT_CONCURRENCY = (1,)
 DEFAULT_ARRIVALS = "poisson"
-STAND_IN_SIZES = ("tiny", "small", "base")
 
 
 class BenchError(Exception):
@@ -45,82 +40,28 @@ class BenchError(Exception):
         self.exit_code = exit_code
 
 
-def _out_of_range(args: argparse.Namespace) -> list[str]:
-    """Numbers that are not finite, or beyond what any run can use (`planner.limits`): a rate of
-    1e-300 waited for ever for its first arrival; inf and nan raised from deep inside."""
-    problems = []
-    floats = [("--duration", [args.duration], 0.0, MAX_DURATION_S, "seconds"),
-              ("--rate", args.rate or [], MIN_RATE, MAX_RATE, "requests per second"),
-              ("--burstiness", [args.burstiness], 0.0, MAX_BURSTINESS, ""),
-              ("--slo-ttfa-ms", [args.slo_ttfa_ms], 0.0, MAX_MS, "milliseconds"),
-              ("--slo-p99-ms", [args.slo_p99_ms], 0.0, MAX_MS, "milliseconds")]
-    for flag, values, low, high, unit in floats:
-        for v in values:
-            if v is None or v <= 0:
-                continue  # a number that is not positive is said below
-            if not (math.isfinite(v) and low <= v <= high):
-                within = f"from {low:g} to {high:g}" if low else f"above 0 and at most {high:g}"
-                problems.append(f"{flag} must be a finite number {within}"
-                                f"{' ' + unit if unit else ''}, not {v:g}")
-    ints = [("--concurrency", args.concurrency or [], MAX_CONCURRENCY),
-            ("--requests", [args.requests], MAX_COUNT), ("--warmup", [args.warmup], MAX_COUNT),
-            ("--rounds", [args.rounds], MAX_COUNT), ("--max", [args.max], MAX_COUNT)]
-    for flag, values, high in ints:
-        for v in values:
-            if v is not None and v > high:
-                problems.append(f"{flag} must be at most {high}, not {v}")
-    return problems
-
-
-def _check(args: argparse.Namespace) -> None:
-    if not args.model_path and not args.config:
+def _check(o: BenchOptions) -> None:
+    if not o.model.model_path and not o.model.config:
         raise BenchError("give the model to benchmark with --model-path MODEL (a card name, model "
                          "path or architecture; see `planner models`) or --config FILE.")
-    problems = _out_of_range(args)
-    if args.requests is not None and args.requests < 1:
-        problems.append(f"--requests must be at least 1, not {args.requests}")
-    if args.duration is not None and args.duration <= 0:
-        problems.append(f"--duration must be a positive number of seconds, not {args.duration:g}")
-    bad_c = [c for c in args.concurrency or () if c < 1]
-    if bad_c:
-        problems.append(f"--concurrency must be at least 1, not {bad_c[0]}")
-    bad_r = [r for r in args.rate or () if r <= 0]  # NaN: `_out_of_range`
-    if bad_r:
-        problems.append(f"--rate must be a positive number of requests per second, not "
-                        f"{bad_r[0]:g}")
-    if args.arrivals is not None and not args.rate:
+    problems = []
+    if o.arrivals is not None and not o.rate:
         problems.append("--arrivals shapes open-loop load; add --rate R (requests/s)")
-    if args.burstiness is not None:
-        if (args.arrivals or DEFAULT_ARRIVALS) != "gamma":
-            problems.append("--burstiness is the shape of gamma arrivals; add --arrivals gamma")
-        elif args.burstiness <= 0:
-            problems.append(f"--burstiness must be positive (1 is as bursty as Poisson, less "
-                            f"is burstier), not {args.burstiness:g}")
-    for flag, value in (("--slo-ttfa-ms", args.slo_ttfa_ms), ("--slo-p99-ms", args.slo_p99_ms)):
-        if value is not None and value <= 0:
-            problems.append(f"{flag} must be a positive number of milliseconds, not {value:g}")
-    if args.slo_ttfa_ms is not None and not args.stream:
+    if o.burstiness is not None and (o.arrivals or DEFAULT_ARRIVALS) != "gamma":
+        problems.append("--burstiness is the shape of gamma arrivals; add --arrivals gamma")
+    if o.slo_ttfa_ms is not None and not o.stream:
         problems.append("--slo-ttfa-ms needs --stream: time to first audio is measured on "
                         "streamed responses")
-    if args.warmup < 0:
-        problems.append(f"--warmup must be 0 or more, not {args.warmup}")
-    if args.rounds < 1:
-        problems.append(f"--rounds must be at least 1, not {args.rounds}")
-    elif args.duration is None and (args.requests or DEFAULT_REQUESTS) < args.rounds:
-        problems.append(f"--rounds {args.rounds} needs at least one request per round; give "
-                        f"--requests {args.rounds} or more, or fewer rounds")
-    if not 1 <= args.input_chars <= MAX_INPUT_CHARS:
-        problems.append(f"--input-chars must be within 1..{MAX_INPUT_CHARS} (the speech "
-                        f"endpoint's limit), not {args.input_chars}")
-    if args.without_declared and not args.placement:
+    if o.duration is None and (o.requests or DEFAULT_REQUESTS) < o.rounds:
+        problems.append(f"--rounds {o.rounds} needs at least one request per round; give "
+                        f"--requests {o.rounds} or more, or fewer rounds")
+    if o.without_declared and not o.placement:
         problems.append("--without-declared serves only the --placement plans; name at least "
                         "one with --placement NAME='FLAGS'")
-    if args.max is not None and not args.all_feasible:
+    if o.max is not None and not o.all_feasible:
         problems.append("--max only limits --all-feasible; add --all-feasible or drop --max")
-    if args.max is not None and args.max < 1:
-        problems.append(f"--max must be at least 1, not {args.max}")
-    if args.output and Path(args.output).exists() and not Path(args.output).is_dir():
-        problems.append(f"--output {args.output} is a file; results go into a directory "
+    if o.output and Path(o.output).exists() and not Path(o.output).is_dir():
+        problems.append(f"--output {o.output} is a file; results go into a directory "
                         "(results.json, results.md and charts): give a new or existing directory")
     if problems:
         raise BenchError("; ".join(problems) + ".")
@@ -130,62 +71,26 @@ def _check(args: argparse.Namespace) -> None:
                          "`pip install 'stage-planner[bench]'`.")
 
 
-def _num(x: float) -> str:
-    """A float as typed, without a trailing .0 and without losing digits (`:g` keeps six)."""
-    return str(int(x)) if x == int(x) else repr(x)
+def command_line(o: BenchOptions, output: Path) -> list[str]:
+    """The bench's arguments spelled out in full, defaults given, so results.json says exactly
+    what ran."""
+    shapes = loads(o)
+    ran = dataclasses.replace(
+        o, requests=None if o.duration is not None else (o.requests or DEFAULT_REQUESTS),
+        concurrency=tuple(s.concurrency for s in shapes if isinstance(s, Closed)),
+        rate=tuple(s.rate for s in shapes if isinstance(s, Open)),
+        arrivals=(o.arrivals or DEFAULT_ARRIVALS) if o.rate else None, output=str(output))
+    return ["bench", *ran.to_argv()]
 
 
-def command_line(args: argparse.Namespace, output: Path) -> list[str]:
-    """The bench's arguments spelled out in full, so results.json says exactly what ran."""
-    out = ["bench"]
-    for flag, value in (("--model-path", args.model_path), ("--config", args.config),
-                        ("--variant", args.variant)):
-        if value:
-            out += [flag, value]
-    for p in args.placement:
-        out += ["--placement", p]
-    if args.without_declared:
-        out.append("--without-declared")
-    if args.all_feasible:
-        out.append("--all-feasible")
-        if args.max is not None:
-            out += ["--max", str(args.max)]
-    if args.duration is not None:
-        out += ["--duration", _num(args.duration)]
-    else:
-        out += ["--requests", str(args.requests or DEFAULT_REQUESTS)]
-    for shape in loads(args):
-        if isinstance(shape, Closed):
-            out += ["--concurrency", str(shape.concurrency)]
-        else:
-            out += ["--rate", _num(shape.rate)]
-    if args.rate:
-        out += ["--arrivals", args.arrivals or DEFAULT_ARRIVALS]
-        if args.burstiness is not None:
-            out += ["--burstiness", _num(args.burstiness)]
-    if args.rounds > 1:
-        out += ["--rounds", str(args.rounds)]
-    out += ["--warmup", str(args.warmup), "--input-chars", str(args.input_chars)]
-    if args.stream:
-        out.append("--stream")
-    for flag, value in (("--slo-ttfa-ms", args.slo_ttfa_ms), ("--slo-p99-ms", args.slo_p99_ms)):
-        if value is not None:
-            out += [flag, _num(value)]
-    out += ["--output", str(output), "--device", args.device,
-            "--seed", str(args.seed)]
-    if args.stand_in_size:
-        out += ["--stand-in-size", args.stand_in_size]
-    return out
-
-
-def loads(args: argparse.Namespace) -> tuple[Shape, ...]:
+def loads(o: BenchOptions) -> tuple[Shape, ...]:
     """The loads to measure, in order, duplicates dropped: arrival rates (open loop) or
     concurrency levels (closed loop, the default)."""
-    if args.rate:
-        arrivals = args.arrivals or DEFAULT_ARRIVALS
-        burstiness = args.burstiness if args.burstiness is not None else 1.0
-        return tuple(dict.fromkeys(Open(r, arrivals, burstiness) for r in args.rate))
-    return tuple(dict.fromkeys(Closed(c) for c in args.concurrency or DEFAULT_CONCURRENCY))
+    if o.rate:
+        arrivals = o.arrivals or DEFAULT_ARRIVALS
+        burstiness = o.burstiness if o.burstiness is not None else 1.0
+        return tuple(dict.fromkeys(Open(r, arrivals, burstiness) for r in o.rate))
+    return tuple(dict.fromkeys(Closed(c) for c in o.concurrency or DEFAULT_CONCURRENCY))
 
 
 def _writable_directory(path: Path) -> None:
@@ -210,31 +115,32 @@ def _write(path: Path, text: str) -> None:
         raise BenchError(f"could not write {path}: {exc.strerror or exc}.") from None
 
 
-def run_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
-    _check(args)
-    config = str(Path(args.config).resolve()) if args.config else None
-    pipeline = planner.load(model_path=args.model_path, config=config, variant=args.variant)
+def run_bench(o: BenchOptions, out: Console, err: Console) -> int:
+    _check(o)
+    model = o.model
+    config = str(Path(model.config).resolve()) if model.config else None
+    pipeline = planner.load(model_path=model.model_path, config=config, variant=model.variant)
     try:
-        placements, notes = choose(pipeline, args.placement,
-                                   (args.max or 0) if args.all_feasible else None,
-                                   declared=not args.without_declared)
+        placements, notes = choose(pipeline, list(o.placement),
+                                   (o.max or 0) if o.all_feasible else None,
+                                   declared=not o.without_declared)
     except PlacementError as exc:
         raise BenchError(str(exc), exc.exit_code) from None
-    if len(placements) < 2 and not args.without_declared:
+    if len(placements) < 2 and not o.without_declared:
         notes.append(f"{pipeline.name} has no feasible placement other than its declared one; "
                      "measuring that alone")
-    shapes = loads(args)
-    slo = Slo(ttfa_s=None if args.slo_ttfa_ms is None else args.slo_ttfa_ms / 1000,
-              latency_s=None if args.slo_p99_ms is None else args.slo_p99_ms / 1000)
+    shapes = loads(o)
+    slo = Slo(ttfa_s=None if o.slo_ttfa_ms is None else o.slo_ttfa_ms / 1000,
+              latency_s=None if o.slo_p99_ms is None else o.slo_p99_ms / 1000)
     settings = Settings(
-        model_path=args.model_path, config=config, variant=args.variant, device=args.device,
-        stand_in_size=args.stand_in_size, loads=shapes,
-        requests=None if args.duration is not None else (args.requests or DEFAULT_REQUESTS),
-        duration_s=args.duration, warmup=args.warmup, input_chars=args.input_chars,
-        stream=args.stream, seed=args.seed, slo=slo, rounds=args.rounds)
-    output = Path(args.output or Path("bench-results") / pipeline.name)
+        model_path=model.model_path, config=config, variant=model.variant, device=o.device,
+        stand_in_size=o.stand_in_size, loads=shapes,
+        requests=None if o.duration is not None else (o.requests or DEFAULT_REQUESTS),
+        duration_s=o.duration, warmup=o.warmup, input_chars=o.input_chars,
+        stream=o.stream, seed=o.seed, slo=slo, rounds=o.rounds)
+    output = Path(o.output or Path("bench-results") / pipeline.name)
     _writable_directory(output)
-    argv = command_line(args, output)
+    argv = command_line(o, output)
     env = environment(argv)  # before the load: its load average says how busy the machine was
     mode = shapes[0].mode
 
@@ -248,19 +154,20 @@ def run_bench(args: argparse.Namespace, out: Console, err: Console) -> int:
                          EXIT_RUN_FAILED) from None
 
     bench = Bench(
-        settings={"model": pipeline.name, "variant": pipeline.variant, "model_path": args.model_path,
-                  "config": config, "device": args.device, "stand_in_size": args.stand_in_size,
+        settings={"model": pipeline.name, "variant": pipeline.variant,
+                  "model_path": model.model_path, "config": config, "device": o.device,
+                  "stand_in_size": o.stand_in_size,
                   "load_mode": mode,
                   "concurrency": [s.concurrency for s in shapes if isinstance(s, Closed)],
                   "rates": [s.rate for s in shapes if isinstance(s, Open)],
-                  "arrivals": (args.arrivals or DEFAULT_ARRIVALS) if args.rate else None,
-                  "burstiness": (args.burstiness if args.burstiness is not None else 1.0)
-                  if args.rate else None,
+                  "arrivals": (o.arrivals or DEFAULT_ARRIVALS) if o.rate else None,
+                  "burstiness": (o.burstiness if o.burstiness is not None else 1.0)
+                  if o.rate else None,
                   "requests": settings.requests, "duration_s": settings.duration_s,
                   "rounds": settings.rounds,
                   "warmup": settings.warmup, "input_chars": settings.input_chars,
                   "stream": settings.stream, "seed": settings.seed,
-                  "slo_ttfa_ms": args.slo_ttfa_ms, "slo_p99_ms": args.slo_p99_ms},
+                  "slo_ttfa_ms": o.slo_ttfa_ms, "slo_p99_ms": o.slo_p99_ms},
         environment=env, placements=tuple(placements), runs=runs,
         notes=tuple(notes))
     try:

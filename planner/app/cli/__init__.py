@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from planner.app.cli import bench, models, serve, show, solve, tune
 from planner.app.cli.console import EXIT_BROKEN_PIPE, error
@@ -20,6 +21,16 @@ from planner.plan import EXIT_INVALID
 
 COMMANDS = {"models": models, "show": show, "solve": solve, "serve": serve, "bench": bench,
             "tune": tune}
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error (a number out of range, two options that exclude each other) as any other
+    error of the command: one paragraph naming the option, exit 2. argparse's own prints the
+    whole usage first, which buries the line that names the culprit."""
+
+    def error(self, message: str) -> NoReturn:
+        error(f"{message}; see `{self.prog} --help`.")
+        raise SystemExit(EXIT_INVALID)
 
 
 class _VersionAction(argparse.Action):
@@ -36,7 +47,7 @@ class _VersionAction(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     # No prefixes of options: `--isolat` would silently mean --isolate-stage today and break, or
     # mean something else, the day another option shares the prefix.
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="planner", allow_abbrev=False,
         description="Plan, check and run the process placement of multi-stage (TTS) serving "
                     "pipelines. Exit codes: 0 ok, 1 infeasible placement, 2 invalid request or "

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from planner.app.cli.declared import Declared, Flag, option
 from planner.flags import from_options
 from planner.limits import MAX_COUNT
 from planner.plan import ComputeRequest, Request
@@ -26,15 +27,16 @@ def port(text: str) -> int:
     return value
 
 
-def bounded_int(low: int, high: int):
-    """A whole number from `low` to `high`."""
+def bounded_int(low: int, high: int, why: str = ""):
+    """A whole number from `low` to `high` (`why`: what sets the bounds, said when out of them)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text} is outside {low}..{high}")
+            raise argparse.ArgumentTypeError(f"{text} is outside {low}..{high}"
+                                             + (f" ({why})" if why else ""))
         return value
     return parse
 
@@ -71,15 +73,14 @@ def replicas(text: str):
 
 
 # -- the shared arguments ----------------------------------------------------------------------------
-def add_model_args(p: argparse.ArgumentParser, positional: bool = False) -> None:
+def add_model_args(p: argparse.ArgumentParser, positional: bool = False,
+                   declared: type[Declared] | None = None) -> None:
+    """MODEL (with `positional`), then the model's options, or `declared`'s: a command's options
+    that hold a `ModelChoice`."""
     if positional:
         p.add_argument("model", nargs="?", metavar="MODEL",
                        help="card name, model path or architecture (see `planner models`)")
-    p.add_argument("--model-path", "-m", metavar="MODEL",
-                   help="card name, model path (e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or architecture")
-    p.add_argument("--config", "-c", metavar="FILE",
-                   help="YAML config: an overlay on a card (`model:`) or a complete pipeline")
-    p.add_argument("--variant", metavar="V", help="card variant (default: the card's default)")
+    (declared or ModelChoice).add_arguments(p)
 
 
 def add_placement_args(p: argparse.ArgumentParser) -> None:
@@ -116,16 +117,17 @@ def add_scale_args(p: argparse.ArgumentParser, cluster: bool = True) -> None:
 
 # -- typed options -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ModelChoice:
+class ModelChoice(Declared):
     """Which pipeline: a card (name, model path or architecture), a YAML config, a variant."""
 
-    model_path: str | None
-    config: str | None
-    variant: str | None
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> ModelChoice:
-        return cls(args.model_path, args.config, args.variant)
+    model_path: str | None = option(Flag(
+        "--model-path", "-m", metavar="MODEL",
+        help="card name, model path (e.g. Qwen/Qwen3-TTS-12Hz-0.6B-Base) or architecture"))
+    config: str | None = option(Flag(
+        "--config", "-c", metavar="FILE",
+        help="YAML config: an overlay on a card (`model:`) or a complete pipeline"))
+    variant: str | None = option(Flag(
+        "--variant", metavar="V", help="card variant (default: the card's default)"))
 
     def load(self):
         from planner.cards import load_pipeline

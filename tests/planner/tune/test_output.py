@@ -14,7 +14,7 @@ from planner.tune.report import render_choice
 from planner.tune.choose import TIE, choose, score, tie_note, why
 from planner.tune.model import Workload
 from planner.tune.verify import Measured
-from planner.app.tune_verify import bench_name
+from planner.app.tune.bench_run import bench_name
 from tests.planner.tune.test_model import chain, profile
 
 

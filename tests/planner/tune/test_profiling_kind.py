@@ -5,7 +5,6 @@ default; the profile says which, and a profile saved before it said so reads as 
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import defaultdict
 
@@ -61,32 +60,29 @@ def test_the_profile_says_its_kind_and_holds_that_kind_s_chunks(plan, monkeypatc
     assert Profile.from_dict(json.loads(json.dumps(streamed.to_dict()))).stream
 
 
-def _args(**kw) -> argparse.Namespace:
-    base = {"ttfa_p50_ms": None, "ttfa_p90_ms": None, "ttfa_p99_ms": None, "slo_p99_ms": None,
-            "objective": "throughput", "rate": None, "concurrency": None}
-    return argparse.Namespace(**{**base, **kw})
-
-
 @pytest.mark.parametrize("asked, streamed", [
-    ({"rate": [2.0], "ttfa_p99_ms": 400.0}, True),
-    ({"objective": "ttfa", "concurrency": [4]}, True),
-    ({"concurrency": [4]}, False),
-    ({"rate": [2.0]}, False),
-    ({"objective": "latency", "rate": [2.0], "slo_p99_ms": 900.0}, False),
+    ({"rate": (2.0,), "ttfa_p99_ms": 400.0}, True),
+    ({"objective": "ttfa", "concurrency": (4,)}, True),
+    ({"concurrency": (4,)}, False),
+    ({"rate": (2.0,)}, False),
+    ({"objective": "latency", "rate": (2.0,), "slo_p99_ms": 900.0}, False),
 ])
 def test_the_kind_profiled_is_the_question_s(asked, streamed):
-    from planner.app.tune_command import profile_kind
+    from planner.app.tune.command import profile_kind
+    from planner.app.tune.options import TuneOptions
 
-    assert profile_kind(_args(**asked), planner.load(config=CARD)) is streamed
+    assert profile_kind(TuneOptions(**asked), planner.load(config=CARD)) is streamed
 
 
 def test_a_pipeline_that_does_not_stream_is_profiled_whole_whatever_is_asked():
-    from planner.app.tune_command import profile_kind
+    from planner.app.tune.command import profile_kind
+    from planner.app.tune.options import TuneOptions
 
     flat = {"name": "flat", "stages": [
         {"name": "only", "process": "p", "terminal": True, "factory": "launcher.synthetic:stage",
          "args": {"audio_ms": 20}}]}
-    assert not profile_kind(_args(rate=[2.0], ttfa_p99_ms=400.0), planner.load(config=flat))
+    assert not profile_kind(TuneOptions(rate=(2.0,), ttfa_p99_ms=400.0),
+                            planner.load(config=flat))
 
 
 def test_a_profile_saved_before_the_kind_was_kept_reads_as_whole_responses():

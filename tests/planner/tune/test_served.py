@@ -67,7 +67,7 @@ def test_streaming_stages_in_processes_of_their_own_take_their_own_factors():
 
 
 def test_stages_that_stream_to_each_other_are_timed_apart_where_the_rules_allow():
-    from planner.app.tune_command import calibration_plan
+    from planner.app.tune.command import calibration_plan
 
     qwen3 = planner.load(model_path="qwen3-tts")  # the engine streams to the vocoder
     parted = calibration_plan(qwen3, planner.declared_plan(qwen3))

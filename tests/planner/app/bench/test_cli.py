@@ -13,32 +13,47 @@ from planner.app.cli import main
 
 @pytest.mark.parametrize(("argv", "says"), [
     ([], "--model-path MODEL"),
-    (["-m", "qwen3-tts", "--requests", "0"], "--requests must be at least 1"),
-    (["-m", "qwen3-tts", "--concurrency", "0"], "--concurrency must be at least 1"),
-    (["-m", "qwen3-tts", "--input-chars", "5000"], "--input-chars must be within 1..4096"),
+    # numbers out of range: their argparse types, before anything loads
+    (["-m", "qwen3-tts", "--requests", "0"],
+     "argument --requests: '0' is not a finite positive whole number; see `planner bench --help`"),
+    (["-m", "qwen3-tts", "--concurrency", "0"],
+     "argument --concurrency: '0' is not a finite positive whole number"),
+    (["-m", "qwen3-tts", "--input-chars", "5000"],
+     "argument --input-chars: 5000 is outside 1..4096 (the speech endpoint's limit)"),
+    (["-m", "qwen3-tts", "--rate", "0"], "argument --rate: '0' is not a finite positive number"),
+    (["-m", "qwen3-tts", "--rate", "2", "--arrivals", "gamma", "--burstiness", "0"],
+     "argument --burstiness: '0' is not a finite positive number"),
+    (["-m", "qwen3-tts", "--slo-p99-ms", "-1"],
+     "argument --slo-p99-ms: '-1' is not a finite positive number"),
+    (["-m", "qwen3-tts", "--rounds", "0"],
+     "argument --rounds: '0' is not a finite positive whole number"),
+    (["-m", "qwen3-tts", "--warmup", "-1"], "argument --warmup: -1 is outside 0..1000000"),
+    (["-m", "qwen3-tts", "--max", "0", "--all-feasible"],
+     "argument --max: '0' is not a finite positive whole number"),
+    # what one option says of another, and the placements
     (["-m", "qwen3-tts", "--max", "3"], "--max only limits --all-feasible"),
     (["-m", "qwen3-tts", "--placement", "nosign"], "is not NAME='FLAGS'"),
     (["-m", "qwen3-tts", "--placement", "x=--gpu 1"], "is not a placement flag"),
     (["-m", "qwen3-tts", "--placement", "x=--isolate-stage nope"], "neither a stage nor a role"),
     (["-m", "no-such-model"], "no-such-model"),
-    (["-m", "qwen3-tts", "--rate", "0"], "--rate must be a positive number"),
     (["-m", "qwen3-tts", "--arrivals", "gamma"], "--arrivals shapes open-loop load"),
     (["-m", "qwen3-tts", "--rate", "2", "--burstiness", "0.5"],
      "--burstiness is the shape of gamma arrivals; add --arrivals gamma"),
-    (["-m", "qwen3-tts", "--rate", "2", "--arrivals", "gamma", "--burstiness", "0"],
-     "--burstiness must be positive"),
     (["-m", "qwen3-tts", "--slo-ttfa-ms", "200"], "--slo-ttfa-ms needs --stream"),
-    (["-m", "qwen3-tts", "--slo-p99-ms", "-1"], "--slo-p99-ms must be a positive number"),
-    (["-m", "qwen3-tts", "--rounds", "0"], "--rounds must be at least 1"),
     (["-m", "qwen3-tts", "--without-declared"],
      "--without-declared serves only the --placement plans; name at least one"),
     (["-m", "qwen3-tts", "--rounds", "5", "--requests", "3"],
      "--rounds 5 needs at least one request per round; give --requests 5 or more"),
 ])
 def test_bad_input_is_one_paragraph_and_exit_2(argv, says, capsys, tmp_path):
-    assert main(["bench", *argv, "--output", str(tmp_path / "out")]) == 2
+    try:
+        code = main(["bench", *argv, "--output", str(tmp_path / "out")])
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code
+    assert code == 2
     err = capsys.readouterr().err
-    assert err.startswith("error:") and says in " ".join(err.split())
+    assert err.startswith("error:") and len(err.strip().splitlines()) == 1
+    assert says in " ".join(err.split())
     assert not (tmp_path / "out").exists()
 
 
@@ -58,7 +73,8 @@ def test_an_infeasible_placement_exits_1_as_solve_does(capsys, tmp_path):
 def test_conflicting_options_are_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["bench", "-m", "qwen3-tts", *argv])
-    assert exc.value.code == 2 and "not allowed with" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "not allowed with" in err and err.startswith("error:")
 
 
 def _one_paragraph_exit_2(argv, capsys) -> str:

@@ -4,10 +4,10 @@ ask it, what is refused, what it prints and returns); the question itself is
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from planner.app.tune.options import TuneOptions
 from planner.tune.choose import Choice
 from planner.tune.errors import TuneError
 from planner.tune.profile import Profile
@@ -20,47 +20,47 @@ if TYPE_CHECKING:
 
     from planner.tune.rate_verify import RateVerdict
 
-TTFA_FLAGS = {50: "--ttfa-p50-ms", 90: "--ttfa-p90-ms", 99: "--ttfa-p99-ms"}
+TTFA_FLAGS = {q: TuneOptions.flag(f"ttfa_p{q}_ms") for q in (50, 90, 99)}
 
 
-def targets(args: argparse.Namespace) -> tuple[Target, ...]:
+def targets(tune: TuneOptions) -> tuple[Target, ...]:
     """The first-audio targets asked (none: not a rate question), with --slo-p99-ms as a latency
     target beside them."""
     ttfa = tuple(Target("ttfa", q, v) for q in TTFA_FLAGS
-                 if (v := getattr(args, f"ttfa_p{q}_ms", None)) is not None)
+                 if (v := getattr(tune, f"ttfa_p{q}_ms", None)) is not None)
     if not ttfa:
         return ()
-    slo = (Target("latency", 99, args.slo_p99_ms),) if args.slo_p99_ms is not None else ()
+    slo = (Target("latency", 99, tune.slo_p99_ms),) if tune.slo_p99_ms is not None else ()
     return ttfa + slo
 
 
-def check(args: argparse.Namespace, model: str) -> None:
+def check(tune: TuneOptions, model: str) -> None:
     """A first-audio target is asked of one open-loop rate: anything else is refused before
     profiling (exit 2), with the command that asks it."""
-    given = [t for t in targets(args) if t.metric == "ttfa"]
+    given = [t for t in targets(tune) if t.metric == "ttfa"]
     if not given:
         return
     asked = [TTFA_FLAGS[t.percentile] for t in given]
     example = f"`planner tune {model} --rate 2 {asked[0]} {given[0].ms:g}`"
-    if args.concurrency:
+    if tune.concurrency:
         raise TuneError(
             f"{' and '.join(asked)} asks for the cheapest plan that meets a first-audio target "
             "under an open-loop rate (requests arriving on their own, as users send them), but "
-            f"--concurrency {args.concurrency[0]} is a closed loop, whose clients wait for each "
+            f"--concurrency {tune.concurrency[0]} is a closed loop, whose clients wait for each "
             f"answer; drop --concurrency and give the rate, e.g. {example}")
-    if not args.rate:
+    if not tune.rate:
         raise TuneError(
             f"{' and '.join(asked)} is a target at a load, and no load was given: add the "
             f"open-loop rate to meet it at, in requests per second, e.g. {example}")
-    if len(args.rate) > 1:
+    if len(tune.rate) > 1:
         raise TuneError(
             f"{' and '.join(asked)} is answered for one rate, and --rate was given "
-            f"{len(args.rate)} times ({', '.join(f'{r:g}' for r in args.rate)}); ask once per "
+            f"{len(tune.rate)} times ({', '.join(f'{r:g}' for r in tune.rate)}); ask once per "
             f"rate, e.g. {example}")
 
 
-def workload(args: argparse.Namespace) -> Workload:
-    return Workload(rate=args.rate[0], requests=rate_question.RATE_REQUESTS, seed=args.seed)
+def workload(tune: TuneOptions) -> Workload:
+    return Workload(rate=tune.rate[0], requests=rate_question.RATE_REQUESTS, seed=tune.seed)
 
 
 def ask(choice: Choice, profile: Profile, asked: tuple[Target, ...]) -> RateAnswer:
@@ -81,28 +81,28 @@ def finish(answer_: RateAnswer, choice: Choice, result: dict[str, Any],
             "rate_question": rate_dict(answer_, profile.model)}
 
 
-def verify(args: argparse.Namespace, answer_: RateAnswer, output: Path,
+def verify(tune: TuneOptions, answer_: RateAnswer, output: Path,
            err: Console) -> RateVerdict:
     """--verify K: serve the pick, the cheaper plan and K - 1 more finalists at the rate."""
-    from planner.app.tune_rate_verify import verify as serve
+    from planner.app.tune.rate_verify import verify as serve
 
-    return serve(args, answer_, output, err)
+    return serve(tune, answer_, output, err)
 
 
-def verified_dict(args: argparse.Namespace, verdict: RateVerdict) -> dict[str, Any]:
-    from planner.app.tune_rate_verify import requests
+def verified_dict(tune: TuneOptions, verdict: RateVerdict) -> dict[str, Any]:
+    from planner.app.tune.rate_verify import requests
     from planner.tune.rate_report import verified_dict as as_dict
 
-    return as_dict(verdict, requests(args))
+    return as_dict(verdict, requests(tune))
 
 
-def render(console: Console, answer_: RateAnswer, profile: Profile, args: argparse.Namespace,
+def render(console: Console, answer_: RateAnswer, profile: Profile, tune: TuneOptions,
            verified: RateVerdict | None) -> None:
     from planner.tune.rate_report import render_rate
 
     render_rate(console, answer_, profile)
     if verified is not None:
-        from planner.app.tune_rate_verify import requests
+        from planner.app.tune.rate_verify import requests
         from planner.tune.rate_report import render_verified
 
-        render_verified(console, verified, requests(args))
+        render_verified(console, verified, requests(tune))

@@ -5,20 +5,19 @@ read back what each measured; `planner.tune.rate_verify` judges it."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.flags import command_line
+from planner.app.tune.bench_run import bench_name, bench_options, command, placements, run_bench
 from planner.tune import rate_question
 from planner.tune.rate_verify import RateVerdict, Role, judge, replica_to_serve, to_serve
-from planner.app.tune_verify import bench_base, bench_name, run_bench
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from planner.app.tune.options import TuneOptions
     from planner.tune.rate_question import Estimate, RateAnswer
 
 # Measured requests per plan by default: a p99 needs a few hundred, as many as the question
@@ -26,8 +25,8 @@ if TYPE_CHECKING:
 DEFAULT_REQUESTS = rate_question.RATE_REQUESTS
 
 
-def requests(args: argparse.Namespace) -> int:
-    return args.requests or DEFAULT_REQUESTS
+def requests(tune: TuneOptions) -> int:
+    return tune.requests or DEFAULT_REQUESTS
 
 
 def streamed(a: RateAnswer) -> bool:
@@ -36,7 +35,7 @@ def streamed(a: RateAnswer) -> bool:
 
 def names(plans: list[tuple[Role, Estimate]]) -> dict[str, str]:
     """Bench names by candidate name: the declared topology is bench's baseline (it serves it
-    always, as `declared`); the others as `tune_verify.bench_name`, made unique."""
+    always, as `declared`); the others as `bench_run.bench_name`, made unique."""
     out: dict[str, str] = {}
     for i, (_, e) in enumerate(plans):
         c = e.candidate
@@ -45,29 +44,16 @@ def names(plans: list[tuple[Role, Estimate]]) -> dict[str, str]:
     return out
 
 
-def bench_command(args: argparse.Namespace, a: RateAnswer, plans: list[tuple[Role, Estimate]],
+def bench_command(tune: TuneOptions, a: RateAnswer, plans: list[tuple[Role, Estimate]],
                   output: Path, rate: float | None = None, alone: bool = False) -> list[str]:
     """Bench serving `plans` at the answer's rate (or `rate`, e.g. one replica's share); `alone`:
     without the declared topology beside them unless it is one of them."""
-    cmd = bench_base(args)
     by_name = names(plans)
-    flagged = [(by_name[e.candidate.name], e) for _, e in plans if e.candidate.requests]
-    for name, e in flagged:
-        cmd += ["--placement", f"{name}={command_line(e.candidate.requests)}"]
-    if not flagged:  # bench given no --placement would serve its default comparison
-        cmd += ["--placement", "declared="]
-    if alone:
-        cmd += ["--without-declared"]
-    n = requests(args)
-    cmd += ["--rate", repr(a.rate if rate is None else rate), "--arrivals", "poisson",
-            "--requests", str(n),
-            "--output", str(output), "--seed", str(args.seed), "--device", args.device,
-            "--rounds", str(min(args.rounds, n))]
-    if streamed(a):
-        cmd += ["--stream"]
-    if args.stand_in_size:
-        cmd += ["--stand-in-size", args.stand_in_size]
-    return cmd
+    named = {by_name[e.candidate.name]: e.candidate.requests for _, e in plans
+             if e.candidate.requests}
+    return command(bench_options(
+        tune, requests(tune), output, placement=placements(named), without_declared=alone,
+        rate=(a.rate if rate is None else rate,), arrivals="poisson", stream=streamed(a)))
 
 
 def load_measures(run: dict[str, Any]) -> dict[str, Any]:
@@ -100,11 +86,11 @@ def read_results(path: Path, rate: float,
     return out
 
 
-def verify(args: argparse.Namespace, a: RateAnswer, output: Path, err: Console) -> RateVerdict:
+def verify(tune: TuneOptions, a: RateAnswer, output: Path, err: Console) -> RateVerdict:
     """Serve and judge; bench's own results go to `output`/verify (and a replica's, when
     nothing met on one machine, to `output`/verify-replica)."""
-    plans = to_serve(a, args.verify)
-    cmd = bench_command(args, a, plans, output / "verify")
+    plans = to_serve(a, tune.verify)
+    cmd = bench_command(tune, a, plans, output / "verify")
     measured = read_results(run_bench(cmd, output / "verify", err), a.rate, names(plans))
     replica = replica_to_serve(a)
     if replica is None:
@@ -114,6 +100,6 @@ def verify(args: argparse.Namespace, a: RateAnswer, output: Path, err: Console) 
     count, e = replica
     share, where = a.rate / count, output / "verify-replica"
     one: list[tuple[Role, Estimate]] = [("replica", e)]
-    cmd = bench_command(args, a, one, where, rate=share, alone=True)
+    cmd = bench_command(tune, a, one, where, rate=share, alone=True)
     got = read_results(run_bench(cmd, where, err), share, names(one))
     return judge(a, plans, measured, streamed(a), (count, e, got.get(e.candidate.name)))

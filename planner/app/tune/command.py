@@ -3,14 +3,14 @@ optionally verify the top ones by serving them. The CLI's glue; the parts are pu
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import planner
-from planner.app import tune_rate
+from planner.app.tune import rate as tune_rate
+from planner.app.tune.options import TuneOptions
 from planner.cpus import usable_cpu_ids
 from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
 from planner.tune.report import choice_dict, render_choice
@@ -23,23 +23,23 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def workloads(args: argparse.Namespace) -> tuple[Workload, ...]:
-    out = [Workload(concurrency=c) for c in args.concurrency or ()]
-    out += [Workload(rate=r) for r in args.rate or ()]
+def workloads(tune: TuneOptions) -> tuple[Workload, ...]:
+    out = [Workload(concurrency=c) for c in tune.concurrency or ()]
+    out += [Workload(rate=r) for r in tune.rate or ()]
     return tuple(out) or (Workload(concurrency=1), Workload(concurrency=4))
 
 
-def streamed_question(args: argparse.Namespace) -> bool:
+def streamed_question(tune: TuneOptions) -> bool:
     """Whether the question is about streamed responses: one on first audio (a rate with a TTFA
     target, `--objective ttfa`). Throughput and latency are asked of whole responses, as
     `planner bench` sends them unless given --stream."""
-    return bool(tune_rate.targets(args)) or args.objective == "ttfa"
+    return bool(tune_rate.targets(tune)) or tune.objective == "ttfa"
 
 
-def profile_kind(args: argparse.Namespace, pipeline: planner.Pipeline) -> bool:
+def profile_kind(tune: TuneOptions, pipeline: planner.Pipeline) -> bool:
     """The request kind to profile (True: streamed): the question's, where the pipeline streams;
     one that does not sends every response whole, so its stages are profiled so."""
-    return streamed_question(args) and any(s.stream_to for s in pipeline.stages)
+    return streamed_question(tune) and any(s.stream_to for s in pipeline.stages)
 
 
 def _kind_note(profile: Profile, stream: bool, source: str) -> str:
@@ -52,23 +52,23 @@ def _kind_note(profile: Profile, stream: bool, source: str) -> str:
             "the kind asked")
 
 
-def _profile(args: argparse.Namespace, pipeline: planner.Pipeline, err: Console,
+def _profile(tune: TuneOptions, pipeline: planner.Pipeline, err: Console,
              output: Path) -> Profile:
-    stream = profile_kind(args, pipeline)
-    if args.profile:
+    stream = profile_kind(tune, pipeline)
+    if tune.profile:
         try:
-            profile = Profile.load(args.profile)
+            profile = Profile.load(tune.profile)
         except ValueError as exc:
             raise TuneError(str(exc)) from None
         missing = [s for s in pipeline.stage_names if s not in {p.name for p in profile.stages}]
         if profile.model != pipeline.name or missing:
             raise TuneError(
-                f"{args.profile} profiles {profile.model} (stages "
+                f"{tune.profile} profiles {profile.model} (stages "
                 f"{', '.join(p.name for p in profile.stages)}), not {pipeline.name}"
                 + (f" (missing {', '.join(missing)})" if missing else "")
                 + "; profile this pipeline with `planner tune` without --profile")
         if profile.stream != stream and any(s.stream_to for s in pipeline.stages):
-            err.print(_kind_note(profile, stream, args.profile))
+            err.print(_kind_note(profile, stream, tune.profile))
         return profile
     try:
         from planner.app.profiling import measure
@@ -86,10 +86,10 @@ def _profile(args: argparse.Namespace, pipeline: planner.Pipeline, err: Console,
         check(declared.plan)  # e.g. a missing espeak-ng program: one paragraph, not a traceback
     except SetupError as exc:
         raise TuneError(str(exc)) from None
-    defaults = {"size": args.stand_in_size} if args.stand_in_size else {}
+    defaults = {"size": tune.stand_in_size} if tune.stand_in_size else {}
     t0 = time.perf_counter()
-    profile = measure(declared.plan, requests=args.profile_requests, device=args.device,
-                      factory_defaults=defaults, seed=args.seed,
+    profile = measure(declared.plan, requests=tune.profile_requests, device=tune.device,
+                      factory_defaults=defaults, seed=tune.seed,
                       progress=lambda m: err.print(f"tune: {m}"),
                       served=calibration_plan(pipeline, declared.plan), stream=stream)
     output.mkdir(parents=True, exist_ok=True)
@@ -119,15 +119,17 @@ def calibration_plan(pipeline: planner.Pipeline, declared: Plan) -> Plan | None:
     return most.plan if most.plan.process_count() > declared.process_count() else None
 
 
-def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
-    pipeline = planner.load(model_path=args.model_path, config=args.config, variant=args.variant)
-    output = Path(args.output or f"tune-results/{pipeline.name}")
+def run_tune(tune: TuneOptions, out: Console, err: Console) -> int:
+    model = tune.model
+    pipeline = planner.load(model_path=model.model_path, config=model.config,
+                            variant=model.variant)
+    output = Path(tune.output or f"tune-results/{pipeline.name}")
     if output.exists() and not output.is_dir():
         raise TuneError(f"--output {output} is a file; give a directory (it gets profile.json "
                         "and tune.json)")
-    rate_question = bool(tune_rate.targets(args))
-    tune_rate.check(args, pipeline.name)
-    profile = _profile(args, pipeline, err, output).at_cpu_speed(args.cpu_speed)
+    rate_question = bool(tune_rate.targets(tune))
+    tune_rate.check(tune, pipeline.name)
+    profile = _profile(tune, pipeline, err, output).at_cpu_speed(tune.cpu_speed)
     bursts = None
     if rate_question:  # tails at a light load are where a shared host's CPUs show
         from planner.app.cpu_steal import burst_speed
@@ -136,16 +138,16 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
         if bursts.slow:
             err.print(f"tune: note: {bursts.note()}")
     # Pins name this machine's CPUs; predicting for another number of cores, 0 to cores - 1.
-    cpu_ids = None if args.cores else usable_cpu_ids()
+    cpu_ids = None if tune.cores else usable_cpu_ids()
     try:
         if rate_question:  # every plan kept: the targets, latency's too, judge them banded
-            choice = choose(pipeline, profile, (tune_rate.workload(args),), "ttfa",
-                            max_processes=args.max_processes, cores=args.cores,
-                            compute=not args.placements_only, cpu_ids=cpu_ids)
+            choice = choose(pipeline, profile, (tune_rate.workload(tune),), "ttfa",
+                            max_processes=tune.max_processes, cores=tune.cores,
+                            compute=not tune.placements_only, cpu_ids=cpu_ids)
         else:
-            choice = choose(pipeline, profile, workloads(args), args.objective,
-                            slo_p99_ms=args.slo_p99_ms, max_processes=args.max_processes,
-                            cores=args.cores, compute=not args.placements_only,
+            choice = choose(pipeline, profile, workloads(tune), tune.objective,
+                            slo_p99_ms=tune.slo_p99_ms, max_processes=tune.max_processes,
+                            cores=tune.cores, compute=not tune.placements_only,
                             cpu_ids=cpu_ids)
     except planner.TooManyPlacements as exc:
         raise TuneError(f"{exc}; tune enumerates every placement, so it needs fewer movable "
@@ -153,31 +155,31 @@ def run_tune(args: argparse.Namespace, out: Console, err: Console) -> int:
     reason = why(choice)
     measured = None
     judged = None
-    if args.verify and not rate_question:  # a rate question serves its own plans, below
-        from planner.app.tune_verify import verify
+    if tune.verify and not rate_question:  # a rate question serves its own plans, below
+        from planner.app.tune.verify import verify
         from planner.tune.verify import verdict
 
-        measured = verify(args, choice, args.verify, err)
+        measured = verify(tune, choice, tune.verify, err)
         judged = verdict(choice, measured)
     result = choice_dict(choice, profile, reason, measured, judged)
-    result["cpu_speed"] = args.cpu_speed  # what the predictions take the CPUs' speed to be
-    answer = tune_rate.ask(choice, profile, tune_rate.targets(args)) if rate_question else None
+    result["cpu_speed"] = tune.cpu_speed  # what the predictions take the CPUs' speed to be
+    answer = tune_rate.ask(choice, profile, tune_rate.targets(tune)) if rate_question else None
     verified = None
     if answer is not None:
         result = tune_rate.finish(answer, choice, result, profile)
         result["rate_question"]["cpu_bursts_now"] = bursts.as_dict() if bursts else None
-        if args.verify:
-            verified = tune_rate.verify(args, answer, output, err)
-            result["rate_question"]["verified"] = tune_rate.verified_dict(args, verified)
+        if tune.verify:
+            verified = tune_rate.verify(tune, answer, output, err)
+            result["rate_question"]["verified"] = tune_rate.verified_dict(tune, verified)
     try:
         output.mkdir(parents=True, exist_ok=True)
         (output / "tune.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise TuneError(f"cannot write to --output {output}: {exc.strerror}") from None
-    if args.format == "json":
+    if tune.format == "json":
         print(json.dumps(result, indent=2))
     elif answer is not None:
-        tune_rate.render(out, answer, profile, args, verified)
+        tune_rate.render(out, answer, profile, tune, verified)
     else:
         render_choice(out, choice, profile, reason, measured, judged)
     # Nothing meets the constraints: infeasible (1), as `planner solve` says of a request no
