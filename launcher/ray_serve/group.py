@@ -100,9 +100,11 @@ def _terminal_groups(plan: Plan) -> list[str]:
     return list(dict.fromkeys(_group(plan, s) for s in terminal))
 
 
-def group_spec(plan: Plan, group: str) -> WorkerSpec:
+def group_spec(plan: Plan, group: str,
+               factory_defaults: Mapping[str, Any] | None = None) -> WorkerSpec:
     """The worker spec of `group` as `planner serve` lays it out (`layout`), for a replica: on
-    the GPU Ray gave it (index 0 of the devices it sees), every payload inline."""
+    the GPU Ray gave it (index 0 of the devices it sees), every payload inline.
+    `factory_defaults`: as `launcher.launch` takes them."""
     served = as_served(plan)
     stages = [served.stage(s) for s in served.groups[_index(served, group)].stages]
     device, note = ("cpu", None)
@@ -110,7 +112,8 @@ def group_spec(plan: Plan, group: str) -> WorkerSpec:
         device, note = resolve_device("auto")
     if note:
         log.warning("process group '%s': %s", group, note)
-    defaults = {"max_prepared": registry_size(default_max_queued(plan))}
+    defaults = {"max_prepared": registry_size(default_max_queued(plan)),
+                **(factory_defaults or {})}
     gpu_map = {g: 0 for s in served.stages for g in s.gpus}
     planned = layout(served, device, f"{SHM_PREFIX}{os.getpid()}-", defaults, INLINE, gpu_map)
     return planned.workers()[group]
@@ -146,10 +149,12 @@ class _UpstreamFailed:
 class GroupReplica:
     """One replica of process group `group`: builds its stages in `__init__` (raising
     `LaunchError` when a stage cannot be built), then serves `run` for any number of requests at
-    once, as a worker process does. `upstream`: a Ray Serve handle per group upstream."""
+    once, as a worker process does. `upstream`: a Ray Serve handle per group upstream. Its
+    worker lives as long as the process (a replica's)."""
 
     def __init__(self, plan: Plan, group: str, upstream: Mapping[str, Any],
-                 build_timeout: float | None = None) -> None:
+                 build_timeout: float | None = None,
+                 factory_defaults: Mapping[str, Any] | None = None) -> None:
         self.name = group
         wanted = upstream_groups(plan)[group]
         missing = [g for g in wanted if g not in upstream]
@@ -163,7 +168,7 @@ class GroupReplica:
                 served, stages=tuple(s for s in served.stages if s.name in own)))
         except preflight.SetupError as exc:
             raise LaunchError(str(exc)) from None
-        spec = group_spec(plan, group)
+        spec = group_spec(plan, group, factory_defaults)
         self.entry = tuple(s.name for s in spec.stages if s.predecessors == (CLIENT,))
         self.channel = hosted(spec, build_timeout)
         self._ids = itertools.count()
