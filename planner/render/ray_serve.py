@@ -199,7 +199,7 @@ def _header(plan: Plan, asked: Asked, config: dict[str, Any], notes: tuple[str, 
     for d in config["applications"][0]["deployments"]:
         opts = d["ray_actor_options"]
         if d["name"] not in {g.name for g in plan.groups}:
-            what = "the HTTP front door (not a process group): no CPU reserved, as the plan counts none"
+            what = "the HTTP front door, not a process group: reserves no CPU (the plan counts none)"
         else:
             g = next(g for g in plan.groups if g.name == d["name"])
             where = "CPU" if g.gpu is None else f"GPU {g.gpu}, num_gpus {opts['num_gpus']:g}"
