@@ -35,6 +35,9 @@ class ProcessGroup:
         async for message in self.group.run(payload):
             yield message
 
+    def check_health(self) -> None:
+        self.group.check()  # a replica whose worker stopped is replaced
+
 
 @serve.ingress()
 class Ingress:

@@ -60,6 +60,7 @@ class ServeChannel:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._problem: str | None = None
+        self.stopped: str | None = None  # why the worker's thread ended (it never ends well)
         self.stats: Stats | None = None  # the worker's latest timing report
 
     # -- the replica's side ----------------------------------------------------------------------
@@ -135,11 +136,12 @@ class ServeChannel:
     def _host(self, worker: Any) -> None:
         try:
             worker.run()
-        except _BuildFailed:
-            pass
+        except _BuildFailed as exc:
+            self.stopped = f"building failed: {exc}"
         except BaseException as exc:  # noqa: BLE001 - device setup, or the worker loop itself
             log.exception("the worker of process group '%s' stopped", self.process)
-            self._fail(f"process group '{self.process}' stopped: {type(exc).__name__}: {exc}")
+            self.stopped = f"process group '{self.process}' stopped: {type(exc).__name__}: {exc}"
+            self._fail(self.stopped)
 
     def _fail(self, problem: str) -> None:
         if not self._done.is_set():

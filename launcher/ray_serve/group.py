@@ -173,6 +173,12 @@ class GroupReplica:
         self.channel = hosted(spec, build_timeout)
         self._ids = itertools.count()
 
+    def check(self) -> None:
+        """Raise `LaunchError` when the worker has stopped (Ray Serve's health check: it then
+        replaces the replica)."""
+        if self.channel.stopped is not None:
+            raise LaunchError(self.channel.stopped)
+
     async def run(self, payload: Mapping[str, Any]) -> AsyncIterator[Deliver | Result]:
         """Run one request through this group: yields what it hands downstream, in order;
         raises a `RequestFailed` when a stage here or upstream fails. Closing it early cancels

@@ -22,6 +22,18 @@ CASES = [(card.name, ()) for card in planner.all_cards()] + [
     ("higgs-tts", ("--stage-threads", "preprocessing=2")),
 ]
 
+# Plans the Ray Serve application cannot run: a tensor-parallel stage; a process group (p) that
+# feeds two others (q, r).
+TENSOR_PARALLEL = {"name": "tp", "stages": [
+    {"name": "a", "process": "p", "next": "tts_engine"},
+    {"name": "tts_engine", "process": "q", "gpu": [0, 1], "tp_size": 2, "terminal": True}],
+    "process_safe_edges": [["a", "tts_engine"]]}
+FORK = {"name": "fork", "stages": [
+    {"name": "a", "process": "p", "next": ["b", "c"]},
+    {"name": "b", "process": "q", "next": "d"}, {"name": "c", "process": "r", "next": "d"},
+    {"name": "d", "process": "q", "terminal": True}],
+    "process_safe_edges": [["a", "b"], ["a", "c"], ["c", "d"]]}
+
 
 def _written(model: str, flags: tuple[str, ...] = (), result=None):
     requests = planner.parse_flags(flags)
@@ -122,23 +134,14 @@ def test_what_ray_serve_cannot_say_is_a_comment_and_a_note(model, flags, config,
 
 
 def test_plans_the_application_cannot_run_are_refused():
-    tp = {"name": "tp", "stages": [
-        {"name": "a", "process": "p", "next": "tts_engine"},
-        {"name": "tts_engine", "process": "q", "gpu": [0, 1], "tp_size": 2, "terminal": True}],
-        "process_safe_edges": [["a", "tts_engine"]]}
-    result = planner.solve(config=tp, cpus=2)
+    result = planner.solve(config=TENSOR_PARALLEL, cpus=2)
     assert result.ok, result.diagnostics
     with pytest.raises(Unwritable, match="tts_engine is tensor-parallel"):
-        ray_serve_file(result, Asked(None, tp, None))
-    fork = {"name": "fork", "stages": [
-        {"name": "a", "process": "p", "next": ["b", "c"]},
-        {"name": "b", "process": "q", "next": "d"}, {"name": "c", "process": "r", "next": "d"},
-        {"name": "d", "process": "q", "terminal": True}],
-        "process_safe_edges": [["a", "b"], ["a", "c"], ["c", "d"]]}
-    result = planner.solve(config=fork, cpus=2)
+        ray_serve_file(result, Asked(None, TENSOR_PARALLEL, None))
+    result = planner.solve(config=FORK, cpus=2)
     assert result.ok, result.diagnostics
     with pytest.raises(Unwritable, match="'p' hands payloads to 2 groups"):
-        ray_serve_file(result, Asked(None, fork, None))
+        ray_serve_file(result, Asked(None, FORK, None))
 
 
 def test_the_command_writes_the_file_on_stdout_and_the_notes_on_stderr(tmp_path):

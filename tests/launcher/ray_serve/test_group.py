@@ -19,6 +19,7 @@ from launcher.ray_serve.door import FrontDoor
 from launcher.ray_serve.group import GroupReplica, terminal_group, upstream_groups
 from tests.launcher.conftest import TINY
 from tests.launcher.plans import qwen3
+from tests.planner.test_ray_serve_file import FORK, TENSOR_PARALLEL
 
 TEXT = "the same audio, however the plan is cut"
 
@@ -83,16 +84,7 @@ def test_a_stage_that_cannot_be_built_is_named():
 
 def test_the_groups_must_form_a_chain_into_the_terminal_one():
     assert upstream_groups(qwen3("vocoder")) == {"pipeline": (), "vocoder": ("pipeline",)}
-    fork = planner.solve(config={"name": "fork", "stages": [
-        {"name": "a", "process": "p", "next": ["b", "c"]},
-        {"name": "b", "process": "q", "next": "d"}, {"name": "c", "process": "r", "next": "d"},
-        {"name": "d", "process": "q", "terminal": True}],
-        "process_safe_edges": [["a", "b"], ["a", "c"], ["c", "d"]]}, cpus=2).plan
     with pytest.raises(LaunchError, match="process group 'p' hands payloads to 2 groups"):
-        upstream_groups(fork)
-    tp = planner.solve(config={"name": "tp", "stages": [
-        {"name": "a", "process": "p", "next": "b"},
-        {"name": "b", "process": "q", "gpu": [0, 1], "tp_size": 2, "terminal": True}],
-        "process_safe_edges": [["a", "b"]]}, cpus=2).plan
-    with pytest.raises(LaunchError, match="stage b is tensor-parallel"):
-        upstream_groups(tp)
+        upstream_groups(planner.solve(config=FORK, cpus=2).plan)
+    with pytest.raises(LaunchError, match="stage tts_engine is tensor-parallel"):
+        upstream_groups(planner.solve(config=TENSOR_PARALLEL, cpus=2).plan)
