@@ -170,7 +170,7 @@ def _long_modules() -> list[str]:
 # stage factories are loaded by name in the workers.
 WING_RANK = {"errors": 0, "audio": 0, "cancellation": 0, "wire": 1, "control": 2, "worker": 2,
              "standins": 1, "synthetic": 2, "piper": 2, "backends": 3, "deployment": 4,
-             "serving": 5, "__init__": 6}
+             "serving": 5, "ray_serve": 6, "__init__": 7}
 
 
 def _wing(module: str) -> str:

@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
     add_model_args(p, positional=True)
     add_placement_args(p)
     add_scale_args(p)
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--format", choices=(*FORMATS, "ray-serve"), default="table")
 
 
 def solve(model: ModelChoice, placement: PlacementFlags, scale: Scale):
@@ -54,6 +54,10 @@ def _cluster(spec: str | None):
 def run(args: argparse.Namespace) -> int:
     pipeline, result = solve(ModelChoice.from_args(args), PlacementFlags.from_args(args),
                              Scale.from_args(args))
+    if args.format == "ray-serve":
+        from planner.app.cli.solve_ray_serve import write  # a Ray Serve config file
+
+        return write(args, result)
     if args.format == "json":
         from planner.render.dicts import result_json  # each format loads its own renderer
 
