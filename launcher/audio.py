@@ -15,7 +15,11 @@ from typing import Any
 
 import numpy as np
 
-SAMPLE_RATE = 24_000
+from planner import DEFAULT_SAMPLE_RATE
+
+# A plan's rate where its card declares none (the stand-ins' rate); a plan says its own
+# (`Plan.sample_rate`), and a deployment's audio carries it.
+SAMPLE_RATE = DEFAULT_SAMPLE_RATE
 
 
 @dataclass(frozen=True)
