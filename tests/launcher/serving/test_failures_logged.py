@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import pytest
 
 from launcher.control.metric_names import STAGE_FAILURES, total
 
+from tests.launcher.serving.test_http import stop_server
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -84,12 +84,7 @@ def test_a_stage_failure_is_logged_where_it_happens_and_an_abandoned_stream_is_n
         exposed = httpx.get(f"{url}/metrics", timeout=30).text
         assert f'{total(STAGE_FAILURES)}{{process="speaker",stage="out"}} 1.0' in exposed
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
         reader.join(30)
 
     records = _records("".join(err))

@@ -7,9 +7,7 @@ In-process: one stage thread and a channel that keeps what it is sent. Events, n
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-from typing import Any
 
 import pytest
 
@@ -18,28 +16,9 @@ from launcher.wire.specs import CLIENT, StageSpec, WorkerSpec
 from launcher.worker.join import Envelope
 from launcher.worker.stages import StageRunner
 
+from tests.launcher.worker.runner_fakes import STOP, RecordingChannel, StoppableQueue
+
 BOUND_S = 30.0  # generous: waits for the stage thread, never for time to pass
-STOP = object()
-
-
-class _Inbox(queue.SimpleQueue):
-    """An inbox whose stage thread can be ended (the loop ends on EOFError: supervisor gone)."""
-
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        item = super().get(block, timeout)
-        if item is STOP:
-            raise EOFError
-        return item
-
-
-class _Channel:
-    process, pid = "speaker", 1
-
-    def __init__(self) -> None:
-        self.sent: queue.SimpleQueue = queue.SimpleQueue()
-
-    def to_supervisor(self, *messages: Any) -> None:
-        self.sent.put(messages)
 
 
 INSIDE, CANCELLED = threading.Event(), threading.Event()
@@ -58,10 +37,10 @@ def speak(payload):
 @pytest.fixture
 def runner():
     out = StageSpec("out", "speak", (), (), (CLIENT,), (), "cpu")
-    channel, gone = _Channel(), threading.Event()
+    channel, gone = RecordingChannel(), threading.Event()
     r = StageRunner(WorkerSpec("speaker", (out,), None, None, "sptest"), {"out": speak}, channel,
                     None, None, lambda *_: None, gone.set)
-    r.inboxes["out"].raw = _Inbox()
+    r.inboxes["out"].raw = StoppableQueue()
     thread = threading.Thread(target=r._loop, args=(out,), daemon=True)
     thread.start()
     yield r, channel
