@@ -178,7 +178,7 @@ class Supervisor:
                         self._on_exit(self.procs[process], exitcode)
             for unit in self.policy.due():
                 if self.state in (DeploymentState.RUNNING, DeploymentState.DRAINING):
-                    log.info("restarting %s", unit)
+                    log.info("restarting '%s' (its backoff is over)", unit)
                     self._start_unit(self.units[unit])
 
     # -- what the deployment asks -----------------------------------------------------------------
