@@ -11,6 +11,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from planner.stats import percentile
+
 WITHIN = 0.05  # a pick this close to the best measured counts as a hit
 
 
@@ -72,13 +74,6 @@ def errors(answer: dict, quiet_only: bool = False) -> list[float]:
                 continue
             out.append((p["throughput_rps"] - m["throughput_rps"]) / m["throughput_rps"])
     return out
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
 def summary(judged: list[Judged], errs: list[float], quiet: list[float] | None = None) -> dict:

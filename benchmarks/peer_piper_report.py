@@ -11,15 +11,10 @@ import statistics
 from dataclasses import dataclass, field
 
 from planner.app.cpu_steal import share_of
+from planner.stats import percentile
 
 PIPER, GRAPH = "piper", "in-process"
 WAV, STREAM = "wav", "pcm-stream"
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0-100) of a non-empty list."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 @dataclass

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import math
 import struct
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-SAMPLE_RATE = 24_000
+from planner import DEFAULT_SAMPLE_RATE
+
+# A plan's rate where its card declares none (the stand-ins' rate); a plan says its own
+# (`Plan.sample_rate`), and a deployment's audio carries it.
+SAMPLE_RATE = DEFAULT_SAMPLE_RATE
 
 
 @dataclass(frozen=True)
@@ -77,3 +82,28 @@ def wav_header(sample_rate: int, data_bytes: int | None) -> bytes:
         b"RIFF", riff, b"WAVE", b"fmt ", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16,
         b"data", size,
     )
+
+
+def owned_samples(audio: Any, shared: bool) -> Any:
+    """The terminal stage's audio as 1-D float32 samples the client may keep, of the kind it came
+    as (a numpy array, or a torch tensor); None when it is neither.
+
+    A view of a shared block would pin the worker's block for as long as the client keeps it:
+    copied. A payload that came inside its message already is this process's own copy (at most
+    `inline_bytes` of it stays pinned): float32 audio of it is used as it is. Every torch call
+    here also lets the client threads take the GIL, so the fewer the better.
+    """
+    if isinstance(audio, np.ndarray):
+        if audio.ndim != 1:
+            audio = audio.reshape(-1)
+        if shared or audio.dtype != np.float32:
+            audio = audio.astype(np.float32, copy=True)
+        return audio
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(audio, torch.Tensor):
+        return None
+    if audio.dim() != 1:
+        audio = audio.reshape(-1)
+    if shared or audio.dtype != torch.float32:
+        audio = audio.to(torch.float32, copy=True)
+    return audio

@@ -14,6 +14,7 @@ when this process dies, even by SIGKILL; a later launch sweeps blocks whose owne
 from __future__ import annotations
 
 import atexit
+import logging
 import math
 import os
 import secrets
@@ -24,10 +25,11 @@ from typing import Any
 
 from planner import Plan
 
+from launcher import logs
 from launcher.wire import ipc
 from launcher.control import metric_names, metrics
 from launcher.control import preflight
-from launcher.control.admission import default_max_queued, registry_size
+from launcher.control.admission import Refusal, default_max_queued, registry_size
 from launcher.audio import Audio
 from launcher.wire.backend import Backend
 from launcher.errors import LaunchError
@@ -36,7 +38,9 @@ from launcher.backends import forkserver
 from launcher.backends.local import LocalBackend
 from launcher.control.request_table import SpeechRequest
 from launcher.control.restart import RestartPolicy
+from launcher.control.states import DeploymentState, ProcessState
 from launcher.control.supervisor import Supervisor
+from launcher.facade import DeploymentFacade
 
 SHM_PREFIX = "stageplanner-"
 # A payload up to this size crosses inside its message: cheaper than a shared block's lease and
@@ -46,8 +50,10 @@ INLINE_BYTES = 64 << 10
 # it travels inside messages.
 ALL_INLINE = 1 << 62
 
+log = logging.getLogger(__name__)
 
-class Deployment:
+
+class Deployment(DeploymentFacade):
     """A running plan. Create with `launch(...)`; always `close()` (or use it as a context
     manager)."""
 
@@ -61,7 +67,8 @@ class Deployment:
         factory_defaults = {"max_prepared": registry_size(self.max_queued), **factory_defaults}
         self.startup_timeout = startup_timeout
         self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}-{secrets.token_hex(3)}-"
-        ipc.sweep_orphans(SHM_PREFIX)  # blocks of deployments killed before they could clean up
+        if swept := ipc.sweep_orphans(SHM_PREFIX):  # of deployments killed before they cleaned up
+            log.info("removed %d shared-memory blocks that dead deployments left behind", swept)
         self._close_lock = threading.Lock()
         self._closed = False
         self._backend = backend() if backend is not None else LocalBackend(
@@ -70,7 +77,7 @@ class Deployment:
             inline_bytes = ALL_INLINE
         try:
             planned = layout(plan, device, self.shm_prefix, factory_defaults, inline_bytes,
-                             gpu_map)
+                             gpu_map, log_level=logs.worker_level())
         except LaunchError:
             self._backend.close()
             raise
@@ -91,6 +98,8 @@ class Deployment:
         if sup.startup_failure is not None:
             self.close()
             raise LaunchError(sup.startup_failure)
+        log.info("%s is running: %s (%s)", self.plan.model, self.summary(),
+                 ", ".join(f"{name} pid {pid}" for name, pid in self.worker_pids().items()))
 
     # -- requests --------------------------------------------------------------------------------
     def submit(self, text: str, voice: str | None = None, stream: bool = False,
@@ -107,32 +116,32 @@ class Deployment:
 
     # -- state -----------------------------------------------------------------------------------
     @property
-    def state(self) -> str:
+    def state(self) -> DeploymentState:
         return self._supervisor.state
 
     @property
     def in_flight(self) -> int:
         return self._supervisor.snapshot().in_flight
 
-    def refusal(self) -> str | None:
-        """Why a request submitted now would be refused (an `admission.REASONS` entry), or None
-        when it would be taken: what a router asks before choosing this deployment."""
+    def refusal(self) -> Refusal | None:
+        """Why a request submitted now would be refused, or None when it would be taken: what a
+        router asks before choosing this deployment."""
         return self._supervisor.refusal_reason()
 
     def health(self) -> dict[str, Any]:
         snap = self._supervisor.snapshot()
-        alive = getattr(self._backend, "alive", None)
         # A process that died a moment ago is not ready, though the supervisor has not noticed
         # yet (up to its poll interval): /health says so at once.
-        states = {p.name: "exited" if p.state == "ready" and alive is not None
-                  and not alive(p.name) else p.state for p in snap.processes}
+        states = {p.name: ProcessState.EXITED if p.state == ProcessState.READY
+                  and not self._backend.alive(p.name) else p.state for p in snap.processes}
         state = snap.state
-        helpers = self._helpers()
-        if state == "running" and (any(s != "ready" for s in states.values()) or any(
-                h.get("state") != "ok" for h in helpers.values())):
-            state = "degraded"
+        helpers = self._backend.helpers()
+        if state == DeploymentState.RUNNING and (
+                any(s != ProcessState.READY for s in states.values())
+                or any(h.get("state") != "ok" for h in helpers.values())):
+            state = DeploymentState.DEGRADED
         return {
-            "status": "ok" if state == "running" else state,
+            "status": "ok" if state == DeploymentState.RUNNING else state,
             "model": self.plan.model,
             "variant": self.plan.variant,
             "device": self.device,
@@ -160,11 +169,6 @@ class Deployment:
             **({"helpers": helpers} if helpers else {}),
         }
 
-    def _helpers(self) -> dict[str, Any]:
-        """What the backend's own helper processes are up to (the local fork server)."""
-        helpers = getattr(self._backend, "helpers", None)
-        return helpers() if helpers is not None else {}
-
     def retry_after(self) -> int:
         """Whole seconds a client refused with 503 should wait before trying again: until the
         next scheduled restart (the backoff), plus one for the new worker to build its stages."""
@@ -186,7 +190,7 @@ class Deployment:
             model=self.plan.model, stage_latency=counts.stage_latency,
             request_latency=counts.request_latency, outcomes=counts.outcomes,
             refusals=counts.refusals, in_flight=snap.in_flight,
-            stage_core_wait_s=counts.stage_core_wait_s,
+            stage_core_wait_s=counts.stage_core_wait_s, stage_failures=counts.stage_failures,
             processes=tuple(metrics.ProcessSample(
                 p.name, p.pid, p.gpu, p.restarts, dict(p.depths), p.shm, p.cuda_allocated,
                 p.reports, p.in_flight, p.served)
@@ -206,6 +210,10 @@ class Deployment:
     def worker_pids(self) -> dict[str, int]:
         return {p.name: p.pid for p in self._supervisor.snapshot().processes if p.pid is not None}
 
+    def summary(self) -> str:
+        n = self.plan.process_count()
+        return f"{n} process{'es' if n != 1 else ''}"
+
     # -- stop ------------------------------------------------------------------------------------
     def close(self, drain_timeout: float = 0.0) -> None:
         """Stop everything. With `drain_timeout`, first let in-flight requests finish (that long,
@@ -219,6 +227,7 @@ class Deployment:
             ipc.sweep(self.shm_prefix)
             self._supervisor.stopped()
             self._closed = True
+        log.info("%s stopped", self.plan.model)
 
     def __enter__(self) -> Deployment:
         return self

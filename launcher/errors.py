@@ -17,9 +17,16 @@ class RequestFailed(RuntimeError):
 
 
 class StageFailed(RequestFailed):
-    """A stage raised while handling the request (the process itself is still alive)."""
+    """A stage raised while handling the request (the process itself is still alive).
+
+    `worker_traceback`: where it raised, as its worker logged it ("" when it did not raise).
+    It is for the operator (the Python caller, the server's log), never sent to HTTP clients."""
 
     status = 500
+
+    def __init__(self, message: str, worker_traceback: str = "") -> None:
+        super().__init__(message)
+        self.worker_traceback = worker_traceback
 
 
 class WorkerDied(RequestFailed):

@@ -9,8 +9,9 @@ Per request the stage spends `gil_ms` of CPU in pure Python (holding the interpr
 stand-in for a device), then hands on `out_bytes` of payload; with `chunks` > 1 it is a streaming
 stage that yields that many chunks, the work spread evenly, or with `burst: true` all done before
 the first chunk and the chunks then yielded at once (as a model that computes a whole request in
-one call and hands it on in pieces). A terminal stage (`audio_ms` > 0)
-returns that much silence-free 24 kHz audio.
+one call and hands it on in pieces). A terminal stage (`audio_ms` > 0) returns that much
+silence-free audio at `sample_rate` Hz (default: a plan's default rate, which a pipeline of these
+stages has unless it declares its own `sample_rate`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from launcher.standins import SAMPLE_RATE
+from launcher.audio import SAMPLE_RATE
 
 _BLOCK = b"\x5a" * (64 << 10)  # hashing 64 KiB releases the interpreter lock (CPython hashlib)
 
@@ -47,7 +48,8 @@ def spin_native(ms: float) -> None:
 
 class SyntheticStage:
     def __init__(self, gil_ms: float, native_ms: float, device_ms: float, out_bytes: int,
-                 chunks: int, audio_ms: float, burst: bool = False) -> None:
+                 chunks: int, audio_ms: float, burst: bool = False,
+                 sample_rate: int = SAMPLE_RATE) -> None:
         for name, value in (("gil_ms", gil_ms), ("native_ms", native_ms),
                             ("device_ms", device_ms), ("out_bytes", out_bytes),
                             ("audio_ms", audio_ms)):
@@ -55,11 +57,14 @@ class SyntheticStage:
                 raise ValueError(f"synthetic stage: {name} must be a number >= 0, not {value!r}")
         if not (isinstance(chunks, int) and chunks >= 1):
             raise ValueError(f"synthetic stage: chunks must be an integer >= 1, not {chunks!r}")
+        if not (isinstance(sample_rate, int) and sample_rate > 0):
+            raise ValueError(f"synthetic stage: sample_rate must be an integer > 0, not "
+                             f"{sample_rate!r}")
         self.gil_ms, self.native_ms, self.device_ms = gil_ms, native_ms, device_ms
         if not isinstance(burst, bool):
             raise ValueError(f"synthetic stage: burst must be true or false, not {burst!r}")
         self.out_bytes, self.chunks, self.audio_ms = int(out_bytes), chunks, audio_ms
-        self.burst = burst
+        self.burst, self.sample_rate = burst, sample_rate
 
     def _work(self, share: float) -> None:
         spin_python(self.gil_ms * share)
@@ -72,7 +77,7 @@ class SyntheticStage:
             self._work(share)
         out: dict[str, Any] = {"payload": torch.ones(int(self.out_bytes * share), dtype=torch.uint8)}
         if self.audio_ms:
-            n = int(SAMPLE_RATE * self.audio_ms * share / 1000.0)
+            n = int(self.sample_rate * self.audio_ms * share / 1000.0)
             out["audio"] = 0.1 * torch.sin(torch.arange(n, dtype=torch.float32) * 0.05)
         return out
 
@@ -91,5 +96,6 @@ class SyntheticStage:
 
 def stage(*, gil_ms: float = 0.0, native_ms: float = 0.0, device_ms: float = 0.0,
           out_bytes: int = 0, chunks: int = 1, audio_ms: float = 0.0,
-          burst: bool = False) -> SyntheticStage:
-    return SyntheticStage(gil_ms, native_ms, device_ms, out_bytes, chunks, audio_ms, burst)
+          burst: bool = False, sample_rate: int = SAMPLE_RATE) -> SyntheticStage:
+    return SyntheticStage(gil_ms, native_ms, device_ms, out_bytes, chunks, audio_ms, burst,
+                          sample_rate)

@@ -13,7 +13,7 @@ from planner.api import declared_plan, load, solve, solve_pipeline, solve_replic
 from planner.cards import Card, all_cards, find_card
 from planner.errors import ConfigError, ConfigIssue
 from planner.fair_queue import FairQueue
-from planner.pipeline import Pipeline, StageConfig
+from planner.pipeline import DEFAULT_SAMPLE_RATE, Pipeline, StageConfig
 from planner.plan import (
     Assign,
     Diagnostic,
@@ -94,5 +94,5 @@ __all__ = [
     "tp_rank_names", "Cluster", "Node", "load_cluster", "cluster_from_ray_nodes", "Packing", "pack",
     "solve_replicas",
     "HandoffCost", "Profile", "StageProfile", "FairQueue", "__version__",
-    "allowed_cpus", "cpu_text",
+    "allowed_cpus", "cpu_text", "DEFAULT_SAMPLE_RATE",
 ]

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# Hz of the audio the terminal stage returns when a card declares no `sample_rate`: the stand-in
+# stages' rate. A card of a real model declares its own (piper-joe: 22,050).
+DEFAULT_SAMPLE_RATE = 24_000
+
 
 @dataclass(frozen=True)
 class StageConfig:
@@ -74,7 +78,7 @@ class Pipeline:
     fused_stages: tuple[tuple[str, ...], ...] = ()
     placement: PlacementPolicy = field(default_factory=PlacementPolicy)
     source: str = ""
-    sample_rate: int = 24_000  # Hz of the terminal stage's audio (the card's `sample_rate`)
+    sample_rate: int = DEFAULT_SAMPLE_RATE  # Hz of the terminal stage's audio (the card's `sample_rate`)
     voices: tuple[str, ...] = ()  # the voices a request may name; () = any
     # `processes: {NAME: {copies: N}}`: copies of a process group the config declares.
     process_copies: tuple[tuple[str, int], ...] = ()

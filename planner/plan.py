@@ -9,6 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from planner.pipeline import DEFAULT_SAMPLE_RATE
+
 Status = Literal["ok", "infeasible", "error"]
 FractionSource = Literal["declared", "recommended"]
 
@@ -136,7 +138,7 @@ class Plan:
     handoffs: tuple[Handoff, ...]
     entry_stages: tuple[str, ...] = ()  # stages no handoff leads into
     terminal_stages: tuple[str, ...] = ()  # stages with no outgoing handoff
-    sample_rate: int = 24_000  # Hz of the audio the terminal stage returns (from the card)
+    sample_rate: int = DEFAULT_SAMPLE_RATE  # Hz of the audio the terminal stage returns (from the card)
     voices: tuple[str, ...] = ()  # the voices a request may name (from the card); () = any
     cpu: CpuUsage | None = None  # threads against the node's CPUs
     model_paths: tuple[str, ...] = ()  # the card's model paths: other names `model` goes by

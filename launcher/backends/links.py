@@ -22,6 +22,7 @@ wait on one another. Any thread may send.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing.connection as mpc
 import os
 import selectors
@@ -40,6 +41,8 @@ from launcher.wire.protocol import (
     BOOKKEEPING, Deliver, FrameReader, Free, FromWorker, Hello, PeerGone, ToPeer, ToWorker, decode,
     encode, write_frame,
 )
+
+log = logging.getLogger(__name__)
 
 LISTEN_RETRY_S = 2.0  # a dead incarnation may hold the address for a moment after it died
 HANDSHAKE_S = 2.0  # a connecting peer has this long to authenticate and say Hello
@@ -224,6 +227,8 @@ class LocalChannel:
     def lost(self, link: Link) -> None:
         """A link reached end-of-file: its peer died (said once per link)."""
         if self._drop(link):
+            log.debug("the link to process '%s' (pid %d, stage %s) ended: it died", link.process,
+                      link.pid, link.stage)
             self.forward(PeerGone(link.process, link.pid))
 
     def _accept(self) -> None:
@@ -249,8 +254,9 @@ class LocalChannel:
             if inbox is None:
                 raise EOFError("no such stage here")
             _receive_timeout(sock, 0)  # a link waits as long as its peer lives
-        except Exception:  # noqa: BLE001 - a peer that died while connecting, a stranger, or
-            conn.close()  # a silent one: dropped, and nothing else waited for it
+        except Exception as exc:  # noqa: BLE001 - a peer that died while connecting, a stranger,
+            conn.close()  # or a silent one: dropped, and nothing else waited for it
+            log.debug("a connecting peer was turned away: %s: %s", type(exc).__name__, exc)
             return
         finally:
             sock.close()

@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import multiprocessing.forkserver
@@ -34,17 +35,29 @@ import signal
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from launcher.wire import ipc
 from launcher.wire.backend import (
-    Deaths, Event, Exited, Unit, hung_up, read_frames, send_frame, unregister,
+    Backend, Deaths, Event, Exited, Unit, hung_up, read_frames, send_frame, unregister,
 )
 from launcher.control.layout import with_fresh_rendezvous
 from launcher.backends import forkserver
 from launcher.backends.links import LocalChannel, remove_socket_dir
 from launcher.wire.protocol import FrameReader, Stop, ToWorker
 from launcher.wire.specs import WorkerSpec
+
+log = logging.getLogger(__name__)
+
+
+class ForkServerState(StrEnum):
+    """The fork server later restarts spawn from, as /health shows it."""
+
+    OK = "ok"
+    EXITED = "exited"  # a moment ago: the supervisor's next look restarts it
+    RESTARTING = "restarting"
+    FAILED = "failed"  # a new one could not be started (the reason follows it on /health)
 
 
 def _run(spec: WorkerSpec, control: mpc.Connection, notes: mpc.Connection, token: str,
@@ -134,11 +147,9 @@ def _pidfd(pid: int | None) -> _PidFd | None:
         return None
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """`backend.Backend` for one machine. `events`, `start` and `stop` are called from one thread
     (the supervisor's) and `close` after it ended; `send` from any thread."""
-
-    shares_memory = True
 
     def __init__(self, start_method: str = "forkserver",
                  preload: Sequence[str] = tuple(forkserver.PRELOAD)) -> None:
@@ -156,7 +167,8 @@ class LocalBackend:
         self._forkserver = start_method == "forkserver"
         self._fs_watch: _PidFd | None = None  # the fork server's pidfd, while it runs
         self._fs_lock = threading.Lock()
-        self._fs_state = "ok"  # ok | restarting | failed: ...
+        self._fs_state = ForkServerState.OK
+        self._fs_failure = ""  # why it is FAILED
         self._fs_restarts = 0
         self._fs_pending = False  # a new fork server to watch
         _helpers.acquire()
@@ -219,9 +231,6 @@ class LocalBackend:
         for handle in handles:
             self._forget(handle.spec.name)
 
-    def where(self, process: str) -> dict[str, Any]:
-        return {}
-
     def alive(self, process: str) -> bool:
         """Whether the process runs, asked its pidfd and control pipe now (any thread): a death
         is known here before `events` reports it."""
@@ -232,14 +241,17 @@ class LocalBackend:
             return False
 
     def helpers(self) -> dict[str, Any]:
-        """For /health: the fork server later restarts spawn from (`state` ok, restarting, or
-        failed: why; `restarts`: how often it died and was replaced)."""
+        """For /health: the fork server later restarts spawn from (`state`: a `ForkServerState`,
+        failed with why; `restarts`: how often it died and was replaced)."""
         if not self._forkserver:
             return {}
         with self._fs_lock:
-            state = self._fs_state
-            if state == "ok" and self._fs_watch is not None and not _forkserver_alive():
-                state = "exited"  # a moment ago: the supervisor's next look restarts it
+            state: str = self._fs_state
+            if state == ForkServerState.OK and self._fs_watch is not None \
+                    and not _forkserver_alive():
+                state = ForkServerState.EXITED
+            elif state == ForkServerState.FAILED:
+                state = f"{state}: {self._fs_failure}"
             return {"fork_server": {"pid": forkserver.forkserver_pid(), "state": state,
                                     "restarts": self._fs_restarts}}
 
@@ -280,20 +292,24 @@ class LocalBackend:
         on a thread of its own (it imports torch: seconds), and watch it in turn."""
         self._unwatch_forkserver()
         with self._fs_lock:
-            if self._fs_state == "restarting":
+            if self._fs_state == ForkServerState.RESTARTING:
                 return
-            self._fs_state = "restarting"
+            self._fs_state = ForkServerState.RESTARTING
             self._fs_restarts += 1
+        log.warning("the fork server died; starting another for later restarts (running workers "
+                    "are not affected)")
 
         def heal() -> None:
+            failure = ""
             try:
                 mp.forkserver.ensure_running()  # reaps the dead one, starts a new one
-                state = "ok"
             except Exception as exc:  # noqa: BLE001 - reported on /health
-                state = f"failed: cannot restart the fork server: {type(exc).__name__}: {exc}"
+                failure = f"cannot restart the fork server: {type(exc).__name__}: {exc}"
+                log.error("%s", failure, exc_info=exc)
             with self._fs_lock:
-                self._fs_state = state
-                self._fs_pending = state == "ok"
+                self._fs_state = ForkServerState.FAILED if failure else ForkServerState.OK
+                self._fs_failure = failure
+                self._fs_pending = not failure
 
         threading.Thread(target=heal, name="fork server restart", daemon=True).start()
 

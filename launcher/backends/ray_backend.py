@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import multiprocessing.connection as mpc
 import os
 import queue
@@ -38,7 +39,7 @@ from planner import Cluster, Node
 from launcher.wire import ipc
 from launcher.backends import links
 from launcher.wire.backend import (
-    Deaths, Event, Exited, Unit, hung_up, read_frames, send_frame, unregister,
+    Backend, Deaths, Event, Exited, Unit, hung_up, read_frames, send_frame, unregister,
 )
 from launcher.errors import LaunchError
 from launcher.control.layout import with_fresh_rendezvous
@@ -46,6 +47,8 @@ from launcher.wire.protocol import FrameReader, ToWorker
 from launcher.backends.ray_bundles import ReplicaBundles
 from launcher.backends.ray_cluster import cluster_from_ray, ray_auth_problem
 from launcher.wire.specs import WorkerSpec
+
+log = logging.getLogger(__name__)
 
 EXITS_S = 0.1  # how often actors that never dialled back are checked
 START_TIMEOUT_S = 120.0  # for Ray to start an actor in a reserved bundle
@@ -121,9 +124,12 @@ def _last_words(a: _Actor, out: list[Event]) -> None:
     if a.reader is not None:
         read_frames(a.spec.name, a.pid, a.reader, out, drain=True)
 
-class RayBackend:
+class RayBackend(Backend):
     """`backend.Backend` for one replica on a Ray cluster. As for the local backend, `events`,
     `start` and `stop` are called from the supervisor's thread and `send` from any."""
+
+    # The actors' output stays in their node's Ray session logs (`log_to_driver` is off).
+    shares_stderr = False
 
     def __init__(self, session: RaySession, node: Node, bundles: ReplicaBundles, replica: int,
                  ready_timeout: float = START_TIMEOUT_S) -> None:
@@ -186,7 +192,8 @@ class RayBackend:
         for spec, name, actor, asked, task in started:
             try:
                 pid = ray.get(asked, timeout=START_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - it died or never started: reported by `events`
+            except Exception as exc:  # noqa: BLE001 - it died or never started: `events` says
+                log.debug("actor %s did not answer: %s: %s", name, type(exc).__name__, exc)
                 pid = -1
             self._actors[spec.name] = _Actor(spec, actor, task, pid,
                                              where={"ray_actor_name": name})
@@ -302,6 +309,8 @@ class RayBackend:
                 conn.close()  # an incarnation that was stopped meanwhile
                 continue
             if hello["role"] == "control":
+                log.debug("process '%s' (pid %d) runs on node %s", a.spec.name, a.pid,
+                          hello["node"])
                 a.control, a.reader = conn, FrameReader(conn.fileno())
                 a.where |= {k: hello[k] for k in ("node", "ray_actor_id", "ray_gpu_ids")}
                 self._selector.register(conn, selectors.EVENT_READ, a)

@@ -3,7 +3,7 @@
 A deployment holds at most `max_queued` requests in flight (submitted, not finished). One more is
 refused at once with `Overloaded` (HTTP 429 with `Retry-After`) instead of waiting in a queue whose
 wait grows without bound: at 128 concurrent clients on one process the 99th percentile was 33 s.
-Every refusal is counted by its reason (`REASONS`) and shown on /metrics.
+Every refusal is counted by its reason (`Refusal`) and shown on /metrics.
 
 The default is `QUEUE_PER_PROCESS` requests per worker process of the plan: each process works on
 one payload per stage at a time, so more processes drain a longer queue in the same time. Every
@@ -14,6 +14,7 @@ stage-level registry the stand-ins keep (prepared requests) is sized from this b
 from __future__ import annotations
 
 import threading
+from enum import StrEnum
 
 from planner import Plan
 
@@ -22,9 +23,13 @@ QUEUE_PER_PROCESS = 64
 # admission bound leaves room for those while every admitted request keeps its own.
 REGISTRY_FACTOR = 2
 
-# queue_full: at max_queued (429); restarting: a process it needs is restarting (503);
-# not_running: starting, draining, stopping or failed (503).
-REASONS = ("queue_full", "restarting", "not_running")
+class Refusal(StrEnum):
+    """Why a request is refused at the door (the label of its count on /metrics)."""
+
+    QUEUE_FULL = "queue_full"  # at max_queued (429)
+    RESTARTING = "restarting"  # a process it needs is restarting (503)
+    NOT_RUNNING = "not_running"  # starting, draining, stopping or failed (503)
+
 
 
 def default_max_queued(plan: Plan) -> int:
@@ -41,12 +46,12 @@ class Refusals:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(REASONS, 0)
+        self._counts = dict.fromkeys(Refusal, 0)
 
-    def count(self, reason: str) -> None:
+    def count(self, reason: Refusal) -> None:
         with self._lock:
             self._counts[reason] += 1
 
-    def snapshot(self) -> dict[str, int]:
+    def snapshot(self) -> dict[Refusal, int]:
         with self._lock:
             return dict(self._counts)

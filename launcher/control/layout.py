@@ -4,6 +4,7 @@ it dies and restarts alone). Placement is the plan's; nothing here re-decides it
 
 from __future__ import annotations
 
+import logging
 import math
 import socket
 from collections.abc import Iterable, Mapping
@@ -62,12 +63,13 @@ def gpu_compute_percentage(shares: Iterable[float | None]) -> int | None:
 
 
 def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any],
-           inline_bytes: int = 0, gpu_map: Mapping[int, int] | None = None) -> Layout:
+           inline_bytes: int = 0, gpu_map: Mapping[int, int] | None = None,
+           log_level: int = logging.WARNING) -> Layout:
     """Which process hosts and receives each stage, and the spec of every process.
 
     `gpu_map`: the CUDA device each of the plan's logical GPUs is (a replica's physical GPUs on
     its node; on Ray, 0 for all, since Ray shows each actor only the GPU it assigned it). By
-    default a logical GPU id is its device index."""
+    default a logical GPU id is its device index. `log_level`: what every worker logs."""
     home: dict[str, str] = {}
     for group in plan.groups:
         for stage in group.stages:
@@ -132,7 +134,7 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
             memory_fraction=round(sum(fractions), 6) if gpu is not None and fractions else None,
             shm_prefix=shm_prefix, inline_bytes=inline_bytes,
             gpu_compute_percentage=gpu_compute_percentage(shares) if gpu is not None else None,
-            cpus=group.cpus,
+            cpus=group.cpus, log_level=log_level,
         ),)) for name in group.copy_names()]
     backend = "nccl" if cuda else "gloo"
     ranks: dict[str, list[WorkerSpec]] = {}
@@ -144,7 +146,7 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
             memory_fraction=s.fraction if gpu is not None else None, shm_prefix=shm_prefix,
             inline_bytes=inline_bytes, tp=TpSpec(tp.rank, s.tp_size, "", backend),
             gpu_compute_percentage=gpu_compute_percentage([s.gpu_compute_fraction])
-            if gpu is not None else None,
+            if gpu is not None else None, log_level=log_level,
         ))
     units += [Unit(f"tp:{stage}", tuple(workers)) for stage, workers in ranks.items()]
     copies = {g.name: g.copy_names() for g in plan.groups}

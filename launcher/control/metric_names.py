@@ -16,9 +16,10 @@ T = TypeVar("T")
 
 STAGE_LATENCY = "stage_planner_stage_latency_seconds"  # histogram, label stage
 STAGE_CORE_WAIT = "stage_planner_stage_core_wait_seconds"  # counter, label stage
+STAGE_FAILURES = "stage_planner_stage_failures"  # counter, labels stage, process
 REQUEST_LATENCY = "stage_planner_request_latency_seconds"  # histogram, label model
 REQUESTS = "stage_planner_requests"  # counter, label outcome: ok | error | cancelled
-REFUSALS = "stage_planner_requests_refused"  # counter, label reason (see launcher.control.admission)
+REFUSALS = "stage_planner_requests_refused"  # counter, label reason (launcher.control.admission)
 REQUESTS_IN_FLIGHT = "stage_planner_requests_in_flight"  # gauge
 QUEUE_DEPTH = "stage_planner_stage_queue_depth"  # gauge, labels stage, process
 PROCESS_RSS = "stage_planner_process_rss_bytes"  # gauge, label process

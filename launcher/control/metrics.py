@@ -81,6 +81,8 @@ class Sample:
     refusals: Mapping[str, int] = field(default_factory=dict)  # reason -> requests refused
     # stage -> seconds its thread waited for a core within its invocations (in stage_latency)
     stage_core_wait_s: Mapping[str, float] = field(default_factory=dict)
+    # (stage, process) -> requests it failed by raising (or by not taking them in)
+    stage_failures: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
 
 def render(sample: Sample, accept: str | None = None) -> tuple[str, str]:
@@ -118,6 +120,10 @@ class _Collector:
             M.STAGE_CORE_WAIT, "Time a stage's thread waited for a CPU core within its "
             "invocations (part of stage_latency; high: more busy threads than cores).",
             labels=["stage", *extra])
+        failures = CounterMetricFamily(
+            M.STAGE_FAILURES, "Requests a stage failed by raising (its worker logged the "
+            "traceback), by stage and the process it ran in.",
+            labels=["stage", "process", *extra])
         in_flight = GaugeMetricFamily(M.REQUESTS_IN_FLIGHT, "Requests submitted, not finished.",
                                       labels=extra)
         depth = GaugeMetricFamily(M.QUEUE_DEPTH, "Payloads waiting in a stage's inbox.",
@@ -152,6 +158,8 @@ class _Collector:
                                s.request_latency.total)
             for name, seconds in s.stage_core_wait_s.items():
                 core_wait.add_metric([name, *r], seconds)
+            for (name, process), n in s.stage_failures.items():
+                failures.add_metric([name, process, *r], n)
             for outcome, n in s.outcomes.items():
                 outcomes.add_metric([outcome, *r], n)
             for reason, n in s.refusals.items():
@@ -172,8 +180,8 @@ class _Collector:
                 size.add_metric([p.name, *r], p.shm.bytes)
                 if p.cuda_allocated is not None:
                     cuda.add_metric([p.name, str(p.gpu), *r], p.cuda_allocated)
-        yield from (stage, core_wait, request, outcomes, refused, in_flight, depth, rss, restarts,
-                    reports, bound, served, blocks, size)
+        yield from (stage, core_wait, failures, request, outcomes, refused, in_flight, depth, rss,
+                    restarts, reports, bound, served, blocks, size)
         if cuda.samples:
             yield cuda
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
+from launcher.control.states import ProcessState
 from launcher.wire.ipc import PoolUsage
 from launcher.wire.protocol import BuildError
 from launcher.wire.specs import WorkerSpec
@@ -23,7 +24,7 @@ NO_MAIN_GUARD = (
 class Proc:
     spec: WorkerSpec
     unit: str
-    state: str = "stopped"  # starting | ready | restarting | failed | stopped
+    state: ProcessState = ProcessState.STOPPED
     pid: int | None = None
     started: bool = False  # the worker's own code runs (multiprocessing's bootstrap is over)
     building: str | None = None
@@ -44,7 +45,7 @@ class Proc:
 
     @property
     def running(self) -> bool:
-        return self.state in ("starting", "ready")
+        return self.state.running
 
     def describe(self) -> str:
         return self.spec.describe(self.pid)

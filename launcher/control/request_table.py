@@ -12,12 +12,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from launcher.audio import SAMPLE_RATE, Audio, concatenate
 from launcher.errors import RequestFailed, RequestTimeout
 
-OUTCOMES = ("ok", "error", "cancelled")
+Outcome = Literal["ok", "error", "cancelled"]  # how a request ended
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 
 class SpeechRequest:
@@ -27,7 +28,7 @@ class SpeechRequest:
     process that holds it, at its next chunk or stage boundary."""
 
     def __init__(self, request_id: int, stream: bool,
-                 cancel: Callable[[int, RequestFailed, str], None],
+                 cancel: Callable[[int, RequestFailed, Outcome], None],
                  sample_rate: int = SAMPLE_RATE) -> None:
         self.id = request_id
         self.stream = stream
@@ -155,7 +156,7 @@ class RequestTable:
         with self._lock:
             return [rid for rid, e in self._entries.items() if e.holders & wanted]
 
-    def close(self, request_id: int, outcome: str) -> Closed | None:
+    def close(self, request_id: int, outcome: Outcome) -> Closed | None:
         """Take the request out of flight, counted under `outcome`; None if it already was."""
         with self._lock:
             entry = self._entries.pop(request_id, None)

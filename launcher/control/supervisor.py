@@ -15,22 +15,25 @@ notices deaths and restarts. Payloads between workers never pass through here (s
   carry that route. Each copy is a unit of its own: its death fails the requests it held, and
   those bound to it that reach it before it is back; the other copies keep serving, and a
   request is refused only while every copy of some group is down.
+- A stage that raised fails its request (`StageFailed`, HTTP 500) with the worker's traceback
+  attached; the failure is logged here naming the stage, the request and the process, and
+  counted per stage and process on /metrics. A request that had ended already (cancelled: its
+  client went away) is not an error.
 """
 
 from __future__ import annotations
 
 import itertools
-import sys
+import logging
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from launcher.wire import ipc
-from launcher.control.admission import Refusals
+from launcher.audio import owned_samples
+from launcher.control.admission import Refusal, Refusals
 from launcher.control.copies import CopyChooser, NoCopyUp
 from launcher.wire.backend import Backend, Exited, Received, Unit
 from launcher.errors import Overloaded, RequestFailed, StageFailed, Unavailable, WorkerDied
@@ -41,11 +44,14 @@ from launcher.wire.protocol import (
     BuildError, Building, Cancel, Deliver, Free, HandedOver, PassedOn, PeerGone, Ready, Released,
     Result, StageError, Started, Stats, Undeliverable,
 )
-from launcher.control.request_table import Closed, RequestTable, SpeechRequest
+from launcher.control.request_table import Closed, Outcome, RequestTable, SpeechRequest
 from launcher.control.restart import RestartPolicy
+from launcher.control.states import DeploymentState, ProcessState
 from launcher.wire.specs import CLIENT
 
 POLL_S = 0.1
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class ProcessView:
     name: str  # a copy's name for a group run in several copies (`vocoder.1`)
     group: str  # the process group it runs (a copy's group; a TP rank's unit)
     pid: int | None  # None unless it is starting or ready
-    state: str  # starting | ready | restarting | failed | stopped
+    state: ProcessState
     stages: tuple[str, ...]
     gpu: int | None
     memory_fraction: float | None
@@ -78,7 +84,7 @@ class Snapshot:
     """What the deployment reports (/health, /metrics), taken under the supervisor's lock: the
     supervisor owns its state, and everyone else reads it through this."""
 
-    state: str  # starting | running | draining | stopping | stopped | failed
+    state: DeploymentState
     failure: str | None
     in_flight: int
     processes: tuple[ProcessView, ...]
@@ -91,8 +97,9 @@ class Tallies:
     stage_latency: dict[str, Histogram]
     request_latency: Histogram
     outcomes: dict[str, int]
-    refusals: dict[str, int]  # by `admission.REASONS`
+    refusals: dict[Refusal, int]
     stage_core_wait_s: dict[str, float]  # seconds each stage's thread waited for a core
+    stage_failures: dict[tuple[str, str], int]  # (stage, process) -> requests it failed
 
 
 class Supervisor:
@@ -114,7 +121,10 @@ class Supervisor:
         self.stage_latency = {s: Histogram() for s in stages}
         self.stage_core_wait_s = {s: 0.0 for s in stages}
         self.request_latency = Histogram()
-        self.state = "starting"  # starting | running | draining | stopping | stopped | failed
+        # Every stage in every process that runs it, from zero: a rate over them is defined.
+        self.stage_failures = {(s.name, p.name): 0 for p in self.procs.values()
+                               for s in p.spec.stages}
+        self.state = DeploymentState.STARTING
         self.failure: str | None = None  # why it gave up
         self.startup_failure: str | None = None
         self.ready, self.failed = threading.Event(), threading.Event()
@@ -132,7 +142,7 @@ class Supervisor:
     def _start_unit(self, unit: Unit) -> None:
         for name, pid in self.backend.start(unit).items():
             p = self.procs[name]
-            p.state, p.pid, p.started = "starting", pid, False
+            p.state, p.pid, p.started = ProcessState.STARTING, pid, False
             p.building, p.build_error = None, None
             p.depths, p.cuda_allocated, p.shm = {}, None, ipc.PoolUsage()
 
@@ -150,8 +160,9 @@ class Supervisor:
             self._watch()
         except BaseException as exc:  # noqa: BLE001 - reported, then the deployment stops
             reason = f"the supervisor thread died: {type(exc).__name__}: {exc}"
+            log.critical("%s; the deployment stops", reason, exc_info=exc)
             with self.lock:
-                self.state, self.failure = "failed", reason
+                self.state, self.failure = DeploymentState.FAILED, reason
             try:
                 self.give_up(reason)
             finally:
@@ -166,7 +177,8 @@ class Supervisor:
                     case Exited(process, pid, exitcode) if self.procs[process].pid == pid:
                         self._on_exit(self.procs[process], exitcode)
             for unit in self.policy.due():
-                if self.state in ("running", "draining"):
+                if self.state in (DeploymentState.RUNNING, DeploymentState.DRAINING):
+                    log.info("restarting '%s' (its backoff is over)", unit)
                     self._start_unit(self.units[unit])
 
     # -- what the deployment asks -----------------------------------------------------------------
@@ -185,10 +197,11 @@ class Supervisor:
         with self.lock:
             return Tallies({s: h.copy() for s, h in self.stage_latency.items()},
                            self.request_latency.copy(), dict(self.table.outcomes),
-                           self.refusals.snapshot(), dict(self.stage_core_wait_s))
+                           self.refusals.snapshot(), dict(self.stage_core_wait_s),
+                           dict(self.stage_failures))
 
-    def refusal_reason(self) -> str | None:
-        """Why a request submitted now would be refused (an `admission.REASONS` entry), or None."""
+    def refusal_reason(self) -> Refusal | None:
+        """Why a request submitted now would be refused, or None."""
         with self.lock:
             refused = self.refusal()
         return refused[0] if refused is not None else None
@@ -203,22 +216,22 @@ class Supervisor:
         rest with `Unavailable` (503); end the loop. The caller then closes the backend and
         calls `stopped`."""
         with self.lock:
-            if self.state in ("running", "starting"):
-                self.state = "draining"
+            if self.state in (DeploymentState.RUNNING, DeploymentState.STARTING):
+                self.state = DeploymentState.DRAINING
         deadline = time.monotonic() + drain_timeout
         while drain_timeout and len(self.table) and time.monotonic() < deadline:
             time.sleep(0.02)
         with self.lock:
-            if self.state != "failed":
-                self.state = "stopping"
+            if self.state != DeploymentState.FAILED:
+                self.state = DeploymentState.STOPPING
         for request_id in self.table.pending():
             self.finish(request_id, Unavailable("deployment is shutting down"))
         self.stop()
 
     def stopped(self) -> None:
         with self.lock:
-            if self.state != "failed":
-                self.state = "stopped"
+            if self.state != DeploymentState.FAILED:
+                self.state = DeploymentState.STOPPED
 
     # -- requests --------------------------------------------------------------------------------
     def submit(self, text: str, voice: str | None, stream: bool,
@@ -229,7 +242,7 @@ class Supervisor:
             try:
                 route = self.chooser.bind(request_id, self._up)
             except NoCopyUp as exc:  # only when a copy died since `_admit` looked
-                self.refusals.count("restarting")
+                self.refusals.count(Refusal.RESTARTING)
                 raise Unavailable(f"{exc}; retry shortly") from None
             copy = dict(route)
             targets = [self.procs[copy.get(g, g)]
@@ -249,34 +262,33 @@ class Supervisor:
     def _up(self, process: str) -> bool:
         """Ready and alive: one that died a moment ago (not yet noticed: up to `POLL_S`) would
         only fail the request."""
-        alive = getattr(self.backend, "alive", None)
-        return self.procs[process].state == "ready" and (alive is None or alive(process))
+        return self.procs[process].state == ProcessState.READY and self.backend.alive(process)
 
-    def refusal(self) -> tuple[str, RequestFailed] | None:
+    def refusal(self) -> tuple[Refusal, RequestFailed] | None:
         """Why a new request would be refused now (reason, error), or None. A request needs all
         its stages: every process must be up (`_up`), or, for a group run in several copies,
         one of its copies."""
-        if self.state != "running":
+        if self.state != DeploymentState.RUNNING:
             why = f": {self.failure}" if self.failure else ""
-            return "not_running", Unavailable(f"deployment is {self.state}{why}")
+            return Refusal.NOT_RUNNING, Unavailable(f"deployment is {self.state}{why}")
         for names in self._needed:
             if any(self._up(c) for c in names):
                 continue
             p = self.procs[names[0]]
             if len(names) > 1:
-                return "restarting", Unavailable(
+                return Refusal.RESTARTING, Unavailable(
                     f"every copy of process group '{self._group[p.name]}' is down "
                     f"({p.describe()} {self._down(p)}, ...)")
-            return "restarting", Unavailable(f"{p.describe()} {self._down(p)}")
+            return Refusal.RESTARTING, Unavailable(f"{p.describe()} {self._down(p)}")
         if len(self.table) >= self.max_queued:
-            return "queue_full", Overloaded(
+            return Refusal.QUEUE_FULL, Overloaded(
                 f"the deployment holds {len(self.table)} requests, its limit (--max-queued "
                 f"{self.max_queued}); retry shortly")
         return None
 
     @staticmethod
     def _down(p: Proc) -> str:
-        return f"is {p.state}" if p.state != "ready" else "has just died"
+        return f"is {p.state}" if p.state != ProcessState.READY else "has just died"
 
     def _admit(self) -> None:
         """Raise (and count) the refusal of a new request, if it is refused."""
@@ -285,7 +297,7 @@ class Supervisor:
             self.refusals.count(refused[0])
             raise refused[1]
 
-    def finish(self, request_id: int, error: RequestFailed, outcome: str = "error") -> None:
+    def finish(self, request_id: int, error: RequestFailed, outcome: Outcome = "error") -> None:
         """Fail or cancel a request: its caller gets `error`, and every process drops it (its
         holders, and any that has it but is not on record yet: bookkeeping may lag)."""
         closed = self._close(request_id, outcome)
@@ -296,7 +308,7 @@ class Supervisor:
                 self.backend.send(p.name, Cancel(request_id))
         closed.handle._fail(error)
 
-    def _close(self, request_id: int, outcome: str) -> Closed | None:
+    def _close(self, request_id: int, outcome: Outcome) -> Closed | None:
         """Take the request out of flight: out of the table, and off the copies it was bound
         to."""
         closed = self.table.close(request_id, outcome)
@@ -317,7 +329,7 @@ class Supervisor:
             self.finish(msg.request_id, StageFailed(
                 f"cannot read the output of stage '{msg.stage}' in process '{proc.name}': {exc}"))
             return
-        audio = _own_samples(data.pop("audio", None), msg.packed.segment is not None)
+        audio = owned_samples(data.pop("audio", None), msg.packed.segment is not None)
         if audio is None:
             self.finish(msg.request_id, StageFailed(
                 f"terminal stage '{msg.stage}' returned no 'audio' tensor (keys: {sorted(data)})"))
@@ -355,17 +367,16 @@ class Supervisor:
                     self.table.handed(request_id, process)  # False: it ended meanwhile
             case Released(request_id):
                 self.table.released(request_id, proc.name)
-            case StageError(request_id, stage, message):
-                self.finish(request_id, StageFailed(
-                    f"stage '{stage}' in process '{proc.name}' failed: {message}"))
+            case StageError():
+                self._stage_failed(proc, msg)
             case Undeliverable(request_id, source, process, _):
                 dest = self.procs[process]
-                if dest.state == "ready" and not self._up(process) \
+                if dest.state == ProcessState.READY and not self._up(process) \
                         and self.table.hold_for_exit(request_id, process):
                     # It died a moment ago: its exit, read next on this thread, fails the
                     # request saying how it ended (killed, crashed) rather than "not reachable".
                     return
-                if dest.state == "ready":
+                if dest.state == ProcessState.READY:
                     why = f"{dest.describe()} is not reachable"
                 elif dest.death is not None:
                     # Its exit was read first (it held nothing then): say how it ended.
@@ -389,21 +400,43 @@ class Supervisor:
                 proc.build_error = msg
             case Ready():
                 with self.lock:
-                    proc.state, proc.building = "ready", None
-                    if self.state == "starting" and all(
-                            p.state == "ready" for p in self.procs.values()):
-                        self.state = "running"
+                    proc.state, proc.building = ProcessState.READY, None
+                    if self.state == DeploymentState.STARTING and all(
+                            p.state == ProcessState.READY for p in self.procs.values()):
+                        self.state = DeploymentState.RUNNING
                         self.ready.set()
+                log.debug("%s is ready", proc.describe())
             case _:
                 raise TypeError(f"unexpected message from {proc.describe()}: {msg!r}")
+
+    def _stage_failed(self, proc: Proc, msg: StageError) -> None:
+        """A stage raised on a request (or could not take it in): named and counted here, the
+        request failed with the worker's traceback."""
+        where = (f"stage '{msg.stage}' in process '{proc.name}' (pid {proc.pid}) failed request "
+                 f"{msg.request_id}: {msg.message}")
+        if self.table.get(msg.request_id) is None:
+            log.debug("%s (it had ended: cancelled, or failed elsewhere)", where)
+            return
+        with self.lock:
+            key = (msg.stage, proc.name)
+            self.stage_failures[key] = self.stage_failures.get(key, 0) + 1
+        if not msg.traceback:
+            log.error("%s", where)
+        elif self.backend.shares_stderr:
+            log.error("%s (its traceback is in the worker's log)", where)
+        else:  # the worker's log is on its own node: the traceback is shown here
+            log.error("%s\n%s", where, msg.traceback)
+        self.finish(msg.request_id, StageFailed(
+            f"stage '{msg.stage}' in process '{proc.name}' failed: {msg.message}",
+            worker_traceback=msg.traceback))
 
     # -- deaths ----------------------------------------------------------------------------------
     def _on_exit(self, proc: Proc, exitcode: int | None) -> None:
         how = exit_text(exitcode)
         with self.lock:
-            if self.state in ("stopping", "stopped", "failed"):
+            if self.state.over:
                 return
-            if self.state == "starting":
+            if self.state == DeploymentState.STARTING:
                 self.startup_failure = startup_failure(proc, exitcode, how)
                 self.ready.set()
                 return
@@ -414,7 +447,7 @@ class Supervisor:
                           f"{proc.build_error.summary})"
             delay = self.policy.died(proc.unit)
             for p in victims:
-                p.state = "restarting" if delay is not None else "failed"
+                p.state = ProcessState.RESTARTING if delay is not None else ProcessState.FAILED
                 p.death = reason if p is proc else f"{p.describe()} was stopped with {proc.name}"
                 if delay is not None:
                     p.restarts += 1
@@ -427,41 +460,19 @@ class Supervisor:
                 self.backend.send(q.name, PeerGone(p.name, p.pid))
         suffix = ("; restarting it" if delay is not None
                   else "; restart limit reached, shutting the deployment down")
+        log.info("%s%s", reason, suffix)  # `planner serve` prints it on its console too
         for request_id in held:
             self.finish(request_id, WorkerDied(f"{reason} while handling this request{suffix}"))
         if delay is None:
             self.give_up(f"{reason}; {self.policy.limit_text()}")
 
     def give_up(self, reason: str) -> None:
+        log.error("the deployment gives up: %s", reason)
         with self.lock:
-            self.state, self.failure = "failed", reason
+            self.state, self.failure = DeploymentState.FAILED, reason
         for request_id in self.table.pending():
             self.finish(request_id, Unavailable(f"deployment failed: {reason}"))
         self.backend.stop(list(self.procs), grace=0.0)
         self._receiver.forget("")
         self.failed.set()
 
-
-def _own_samples(audio: Any, shared: bool) -> Any:
-    """The terminal stage's audio as 1-D float32 samples the client may keep, of the kind it came
-    as (a numpy array, or a torch tensor); None when it is neither.
-
-    A view of a shared block would pin the worker's block for as long as the client keeps it:
-    copied. A payload that came inside its message already is this process's own copy (at most
-    `inline_bytes` of it stays pinned): float32 audio of it is used as it is. Every torch call
-    here also lets the client threads take the GIL, so the fewer the better.
-    """
-    if isinstance(audio, np.ndarray):
-        if audio.ndim != 1:
-            audio = audio.reshape(-1)
-        if shared or audio.dtype != np.float32:
-            audio = audio.astype(np.float32, copy=True)
-        return audio
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(audio, torch.Tensor):
-        return None
-    if audio.dim() != 1:
-        audio = audio.reshape(-1)
-    if shared or audio.dtype != torch.float32:
-        audio = audio.to(torch.float32, copy=True)
-    return audio

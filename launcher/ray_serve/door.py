@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.control import metrics
 from launcher.control.request_table import OUTCOMES, SpeechRequest
+from launcher.control.states import DeploymentState
 from launcher.errors import RequestFailed, StageFailed
 from launcher.ray_serve.group import request_failure
 from launcher.wire import ipc
@@ -47,7 +48,7 @@ class FrontDoor:
     """What `create_app` serves on Ray Serve. `terminal`: the handle of the terminal group's
     deployment; `deployments`: every deployment of the application, for /health."""
 
-    state = "running"  # while this replica serves; Ray Serve replaces one that is not
+    state = DeploymentState.RUNNING  # while this replica serves; Ray Serve replaces one that is not
     note = None
     device = "ray-serve"
 

@@ -14,7 +14,10 @@ no voices takes any voice name and hands it to the stages.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planner import Plan
 
 OPENAI_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 DEFAULT_VOICE = "default"  # always accepted: the card's first voice (the bench client sends it)
@@ -29,10 +32,9 @@ class Catalog:
     created: int = 0  # when the server started, in Unix seconds (OpenAI's `created`)
 
     @classmethod
-    def of(cls, plan: Any, created: int) -> Catalog:
-        """The catalog of `plan` (a `planner.Plan`; None or a partial stand-in in tests)."""
-        return cls(getattr(plan, "model", None), tuple(getattr(plan, "model_paths", ())),
-                   tuple(getattr(plan, "voices", ())), created)
+    def of(cls, plan: Plan, created: int) -> Catalog:
+        """The catalog of `plan`."""
+        return cls(plan.model, tuple(plan.model_paths), tuple(plan.voices), created)
 
     @property
     def model_ids(self) -> tuple[str, ...]:

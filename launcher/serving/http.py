@@ -22,7 +22,8 @@ worker failures 503 (process died or restarting), both with a `Retry-After` head
 that is shutting down or has failed says `Connection: close` instead: no retry would help); stage
 errors 500, timeouts 504. A stream that fails after its headers went out is aborted: the
 connection closes without the final chunk, so clients raise instead of taking a short body for a
-whole one. A client that goes away mid-request is one log line, not a traceback.
+whole one. A client that goes away mid-request is one log line (a warning, not an error: its
+request is cancelled as intended), not a traceback.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from launcher.serving import encode
 from launcher.serving.catalog import Catalog
-from launcher.audio import SAMPLE_RATE, pcm16, wav_header
-from launcher.deployment import Deployment
+from launcher.audio import pcm16, wav_header
 from launcher.errors import RequestFailed
+from launcher.facade import DeploymentFacade
 from launcher.serving.limits import MAX_BODY_BYTES, MAX_INPUT_CHARS, REQUEST_TIMEOUT_S
 from launcher.control.request_table import SpeechRequest
 
@@ -67,19 +68,15 @@ def _error(status: int, message: str, code: str,
                         headers=headers)
 
 
-# A deployment in one of these states is going away: no retry here will succeed.
-GOING_AWAY = ("draining", "stopping", "stopped", "failed")
-
-
-def _refusal_headers(deployment: Deployment) -> dict[str, str]:
+def _refusal_headers(deployment: DeploymentFacade) -> dict[str, str]:
     """How a 429 or 503 tells the client what to do: when to try again, or, from a server that is
     going away, nothing to wait for (and this connection closes)."""
-    if deployment.state in GOING_AWAY:
+    if deployment.state.going_away:
         return {"Connection": "close"}
     return {"Retry-After": str(deployment.retry_after())}
 
 
-def _failed(exc: RequestFailed, deployment: Deployment) -> JSONResponse:
+def _failed(exc: RequestFailed, deployment: DeploymentFacade) -> JSONResponse:
     """A request the deployment could not serve; a 429 (admission control) or 503 says when to
     try again, unless the server is going away."""
     headers = _refusal_headers(deployment) if exc.status in (429, 503) else None
@@ -283,14 +280,13 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-def create_app(deployment: Deployment, topology: Mapping[str, Any], *,
+def create_app(deployment: DeploymentFacade, topology: Mapping[str, Any], *,
                max_input_chars: int = MAX_INPUT_CHARS,
                request_timeout: float = REQUEST_TIMEOUT_S) -> Starlette:
     """The ASGI app for `deployment`; `topology` is served as-is at /v1/topology."""
 
-    plan = getattr(deployment, "plan", None)
-    sample_rate = getattr(plan, "sample_rate", SAMPLE_RATE)
-    catalog = Catalog.of(plan, created=int(time.time()))
+    sample_rate = deployment.plan.sample_rate
+    catalog = Catalog.of(deployment.plan, created=int(time.time()))
 
     async def speech(request: Request) -> Response:
         try:

@@ -14,6 +14,7 @@ counted on that replica's /metrics. The set fails only when every replica failed
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -23,11 +24,18 @@ from planner import Cluster, Packing, Plan
 
 from launcher.control import metrics
 from launcher.audio import Audio
+from launcher.control.admission import Refusal
+from launcher.control.states import DeploymentState
 from launcher.deployment import Deployment, launch
 from launcher.errors import LaunchError, Unavailable
 from launcher.control.request_table import SpeechRequest
+from launcher.facade import DeploymentFacade
 
 BackendName = Literal["local", "ray"]
+# Best first: would take it; only full; a process restarting; not running at all.
+_PREFERENCE = {None: 0, Refusal.QUEUE_FULL: 1, Refusal.RESTARTING: 2, Refusal.NOT_RUNNING: 3}
+
+log = logging.getLogger(__name__)
 
 
 class _AllFailed:
@@ -40,7 +48,7 @@ class _AllFailed:
         return all(d.failed.is_set() for d in self._replicas)
 
 
-class ReplicaSet:
+class ReplicaSet(DeploymentFacade):
     def __init__(self, plan: Plan, replicas: list[Deployment], nodes: list[str],
                  backend: BackendName, on_close: Any = None) -> None:
         self.plan, self.replicas, self.nodes, self.backend = plan, replicas, nodes, backend
@@ -62,7 +70,7 @@ class ReplicaSet:
         try:
             return self.replicas[i].submit(text, voice, stream, options)
         except Unavailable as exc:
-            if not any(d.state == "running" for d in self.replicas):
+            if not any(d.state == DeploymentState.RUNNING for d in self.replicas):
                 raise Unavailable("no replica is running: " + "; ".join(
                     f"replica {i} is {d.state}" for i, d in enumerate(self.replicas))) from exc
             raise
@@ -70,20 +78,22 @@ class ReplicaSet:
     def _choose(self) -> int:
         """The replica for the next request (see the module's docstring)."""
         why = [d.refusal() for d in self.replicas]
-        # Best first: would take it; only full; a process restarting; not running at all.
-        rank = {None: 0, "queue_full": 1, "restarting": 2, "not_running": 3}
         return min(range(len(self.replicas)), key=lambda i: (
-            rank[why[i]], self.replicas[i].in_flight, self._last[i]))
+            _PREFERENCE[why[i]], self.replicas[i].in_flight, self._last[i]))
 
     def synthesize(self, text: str, voice: str | None = None,
                    timeout: float | None = 120.0) -> Audio:
         return self.submit(text, voice).result(timeout)
 
     # -- state -----------------------------------------------------------------------------------
+    def refusal(self) -> Refusal | None:
+        """The refusal of the replica the next request would go to (None: it would be taken)."""
+        return min((d.refusal() for d in self.replicas), key=_PREFERENCE.__getitem__)
+
     @property
-    def state(self) -> str:
+    def state(self) -> DeploymentState:
         states = {d.state for d in self.replicas}
-        return states.pop() if len(states) == 1 else "degraded"
+        return states.pop() if len(states) == 1 else DeploymentState.DEGRADED
 
     @property
     def in_flight(self) -> int:
@@ -92,8 +102,8 @@ class ReplicaSet:
     def health(self) -> dict[str, Any]:
         reports = [d.health() for d in self.replicas]
         ok = sum(r["status"] == "ok" for r in reports)
-        status = "ok" if ok == len(reports) else ("failed" if self.failed.is_set()
-                                                  else "degraded")
+        status = "ok" if ok == len(reports) else (
+            DeploymentState.FAILED if self.failed.is_set() else DeploymentState.DEGRADED)
         errors = [f"replica {i}: {r['error']}" for i, r in enumerate(reports) if r["error"]]
         return {
             "status": status,
@@ -120,6 +130,11 @@ class ReplicaSet:
     def worker_pids(self) -> dict[str, int]:
         return {f"r{i}/{name}": pid for i, d in enumerate(self.replicas)
                 for name, pid in d.worker_pids().items()}
+
+    def summary(self) -> str:
+        k = len(self.replicas)
+        return (f"{k} replica{'s' if k != 1 else ''} on {self.backend}, "
+                f"{self.replicas[0].summary()} each")
 
     # -- stop ------------------------------------------------------------------------------------
     def close(self, drain_timeout: float = 0.0) -> None:
@@ -174,6 +189,7 @@ def launch_replicas(plan: Plan, packing: Packing, device: str = "auto", *,
             started[i] = start(packing.replicas[i])
         except LaunchError as exc:
             failures.append(f"replica {i} (node {packing.replicas[i].node}): {exc}")
+            log.info("replica %d failed to start; stopping the others", i)
 
     with ThreadPoolExecutor(max(1, len(packing.replicas))) as pool:
         list(pool.map(attempt, range(len(packing.replicas))))

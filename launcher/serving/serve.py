@@ -6,6 +6,9 @@ worker starts) or when a stage needs something not installed (`preflight`: e.g. 
 program; nothing started), `EXIT_LAUNCH_FAILED` (3) when the workers could not start, `EXIT_RUNTIME_FAILED`
 (4) when the deployment gave up (restart limit). (1 and 2 are also `planner solve`'s infeasible and
 invalid results.)
+
+Logging: with `log_level`, this process and its workers log at that level to stderr
+(`launcher.logs`), uvicorn's own records too; without it, logging is left as the caller set it.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from typing import Any, TextIO
 
 import uvicorn
 
+from launcher import logs
 from launcher.serving.console import WorkerWatch
 from launcher.deployment import launch
 from launcher.errors import LaunchError
+from launcher.facade import DeploymentFacade
 from launcher.serving.http import create_app
 from launcher.serving.http_timeouts import KEEP_ALIVE_S, guarded
 from launcher.control.preflight import SetupError, check
@@ -115,17 +120,20 @@ def _cannot_listen(host: str, port: int, exc: Exception) -> str:
 def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port: int = 8000,
           device: str = "auto", *, drain_timeout: float = DRAIN_TIMEOUT_S,
           out: TextIO | None = None, err: TextIO | None = None,
-          start: Callable[[], Any] | None = None, ready_file: str | None = None,
-          **launch_kwargs: Any) -> int:
+          start: Callable[[], DeploymentFacade] | None = None, ready_file: str | None = None,
+          log_level: str | None = None, **launch_kwargs: Any) -> int:
     """Serve `plan` on http://host:port until SIGINT/SIGTERM; returns the process exit code.
 
     `port=0` picks a free port (the ready line says which, and `ready_file`, when given, is
     written once ready: JSON with the `url` and the worker `pids`, for programs, which should not
     parse the human line). `launch_kwargs` go to `launch`;
-    `start` replaces it (e.g. `replica_set.launch_replicas`: anything with the `Deployment`
-    facade), and is called only once the address is known to be free.
+    `start` replaces it (e.g. `replica_set.launch_replicas`: any `DeploymentFacade`), and is
+    called only once the address is known to be free. `log_level` (debug, info, warning, error):
+    what this process and its workers log to stderr.
     """
     out, err = out or sys.stdout, err or sys.stderr
+    if log_level is not None:
+        logs.configure(log_level)
     try:
         check(plan)
     except SetupError as exc:
@@ -152,7 +160,8 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
         print(f"note: {deployment.note}", file=err, flush=True)
     app = create_app(deployment, topology_json)
     # uvicorn's own grace period is only a backstop: the drain below ends first.
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
+    config = uvicorn.Config(app, host=host, port=port, lifespan="off",
+                            log_level=log_level or logs.DEFAULT_LEVEL,
                             timeout_graceful_shutdown=drain_timeout + 5.0, http=guarded(),
                             timeout_keep_alive=KEEP_ALIVE_S)
     server = _Server(config)
@@ -166,14 +175,8 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
         else:
             bound = sock.getsockname()[1]
             procs = ", ".join(deployment.worker_pids())
-            replicas = getattr(deployment, "replicas", None)
-            n = plan.process_count()
-            what = f"{n} process{'es' if n != 1 else ''}"
-            if replicas is not None:
-                k = len(replicas)
-                what = f"{k} replica{'s' if k != 1 else ''} on {deployment.backend}, {what} each"
             print(f"ready: {plan.model} on http://{host}:{bound} "
-                  f"({what}: {procs}; device {deployment.device}); "
+                  f"({deployment.summary()}: {procs}; device {deployment.device}); "
                   "POST /v1/audio/speech; Ctrl-C to stop", file=out, flush=True)
             if ready_file is not None:
                 _write_ready(ready_file, f"http://{host}:{bound}", deployment.worker_pids())

@@ -1,12 +1,12 @@
 """The seam between the supervisor and whatever runs the worker processes.
 
 The supervisor sees a `Backend`: start a unit, send a control message, wait for events, stop,
-close. A worker sees a `Channel`: a message to the supervisor, a message to a peer, the next
-control message for it, and an inbox per stage for its payloads. Everything that crosses is a
-`protocol` message; how it crosses (pipes, Unix sockets, shared memory, or an actor framework)
-is the backend's business. `local` is the
-multiprocessing backend; another backend (Ray, for several machines) implements these two
-protocols and nothing else changes.
+close, and what it can tell of its processes (alive now, helpers, where each runs). A worker
+sees a `Channel`: a message to the supervisor, a message to a peer, the next control message for
+it, and an inbox per stage for its payloads. Everything that crosses is a `protocol` message; how
+it crosses (pipes, Unix sockets, shared memory, or an actor framework) is the backend's business.
+`local` is the multiprocessing backend; another backend (Ray, for several machines) subclasses
+`Backend`, gives its channel what `Channel` declares, and nothing else changes.
 
 A backend's promises:
 - `events` reports every message a process sent before it reports that process's `Exited`, and
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import select
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -66,33 +67,51 @@ class PeerUnreachable(ConnectionError):
     """No live process answers for that peer (it is restarting, or just died)."""
 
 
-class Backend(Protocol):
+class Backend(ABC):
+    """What runs the worker processes, as the supervisor uses it. The abstract methods are every
+    backend's own; the others have a default a backend overrides where it knows better."""
+
     # False when the supervisor cannot map the workers' shared memory (another machine): then
     # every payload travels inside its message.
-    shares_memory: bool
+    shares_memory: bool = True
+    # False when what a worker logs does not reach this process's stderr (a worker on another
+    # node): then the supervisor's log carries a failed stage's traceback itself.
+    shares_stderr: bool = True
 
+    @abstractmethod
     def start(self, unit: Unit) -> dict[str, int]:
         """Start every worker of `unit` (replacing a dead incarnation); their pids by name."""
 
+    @abstractmethod
     def send(self, process: str, message: ToWorker) -> bool:
         """Send a control message; False when the process is not there to receive it."""
 
+    @abstractmethod
     def events(self, timeout: float) -> list[Event]:
         """Wait up to `timeout` s for the first event, then return all that are ready."""
 
+    @abstractmethod
     def stop(self, processes: Iterable[str], grace: float) -> None:
         """Ask these processes to stop; after `grace` s, kill them; return once they are gone."""
 
+    @abstractmethod
     def close(self) -> None:
         """Stop every process, and whatever the backend itself started (a fork server, say)."""
 
+    def alive(self, process: str) -> bool:
+        """Whether `process` runs now, asked from any thread: a death known before `events`
+        reports it (/health and the router use it). By default True: the death is known when
+        `events` reports it."""
+        return True
+
+    def helpers(self) -> dict[str, Any]:
+        """The backend's own helper processes, for /health (the local fork server: pid, state,
+        restarts); each one's `state` is "ok" while it is well. By default none."""
+        return {}
+
     def where(self, process: str) -> dict[str, Any]:
         """Facts about where `process` runs, for /health (e.g. a Ray node and actor id)."""
-
-    # Optional, looked up with getattr: `alive(process) -> bool`, whether it runs now, asked
-    # from any thread (a death known before `events` reports it: /health and the router use
-    # it); `helpers() -> dict`, the backend's own helper processes for /health (the local fork
-    # server: pid, state, restarts).
+        return {}
 
 
 class Channel(Protocol):
@@ -117,6 +136,10 @@ class Channel(Protocol):
 
     def listen(self) -> None:
         """Accept peers from now on (once every stage is built)."""
+
+    def unlisten(self) -> None:
+        """Stop accepting peers and remove what `listen` made (the worker is exiting: this may
+        run in a signal handler, so it takes no lock)."""
 
     def receive(self) -> ToWorker:
         """The next control message (from the supervisor, a lease a peer gave back, a peer's

@@ -154,11 +154,13 @@ class Result:
 
 @dataclass(frozen=True)
 class StageError:
-    """Stage `stage` failed request `request_id`; the process is fine."""
+    """Stage `stage` failed request `request_id`; the process is fine. `traceback`: where the
+    stage raised, as its worker logged it ("" when it did not raise: a broken handoff)."""
 
     request_id: int
     stage: str
-    message: str
+    message: str  # one line: "RuntimeError: weights not found"
+    traceback: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Plain frozen values: picklable, and never re-decided downstream.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,7 @@ class WorkerSpec:
     tp: TpSpec | None = None
     gpu_compute_percentage: int | None = None  # CUDA MPS active threads; None: the whole GPU
     cpus: tuple[int, ...] = ()  # the CPUs its threads may run on (`ProcessGroup.cpus`); (): any
+    log_level: int = logging.WARNING  # what it logs (`launcher.logs.worker_level`)
 
     @property
     def threads(self) -> int:

@@ -14,6 +14,7 @@ own collectives) and discard the outputs.
 
 The worker exits when the supervisor goes away (its control pipe closes) or says `Stop`, and
 unlinks its blocks first, also on SIGTERM. It ignores SIGINT: Ctrl-C is the supervisor's.
+It logs to its stderr (`launcher.logs`), each record naming it, at the level its spec says.
 This module is preloaded in the fork server and imports no torch: a process loads torch only
 where its stages (their factory modules), its GPU or tensor parallelism need it.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import os
 import signal
 import sys
@@ -32,6 +34,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from launcher import logs
 from launcher.wire import ipc
 from launcher.worker import gpu_share, tp
 from launcher.wire.backend import Channel
@@ -42,6 +45,8 @@ from launcher.wire.specs import StageSpec, WorkerSpec
 from launcher.worker.stages import StageRunner
 
 STATS_INTERVAL_S = 0.5
+
+log = logging.getLogger(__name__)
 
 
 def resolve_factory(path: str) -> Callable[..., Any]:
@@ -121,6 +126,7 @@ class Worker:
             try:
                 self.stages[stage.name] = build_stage(stage, offered)
             except BaseException as exc:  # noqa: BLE001 - reported to the supervisor verbatim
+                log.error("stage '%s' failed to build", stage.name, exc_info=exc)
                 text = "".join(traceback.format_exception(exc)).rstrip()
                 self.channel.to_supervisor(
                     BuildError(stage.name, f"{type(exc).__name__}: {exc}", text))
@@ -134,6 +140,7 @@ class Worker:
             tp.follow(self.stages[spec.stages[0].name])
         self.runner.start()
         self.channel.listen()  # peers can hand payloads over from now on
+        log.debug("ready: stages %s built", ", ".join(s.name for s in spec.stages))
         self.channel.to_supervisor(Ready())
         self._stats_forever()
 
@@ -141,9 +148,7 @@ class Worker:
         """Leave nothing behind: unlink this process's blocks (by name: no lock, so this is safe
         in a signal handler), and its listening socket's name, then exit at once."""
         ipc.sweep(self.pool.prefix)
-        unlisten = getattr(self.channel, "unlisten", None)
-        if unlisten is not None:
-            unlisten()
+        self.channel.unlisten()
         os._exit(code)
 
     def _stats_forever(self) -> None:
@@ -228,6 +233,7 @@ def pin_cpus(cpus: tuple[int, ...]) -> None:
 
 
 def main(spec: WorkerSpec, channel: Channel) -> None:
+    logs.configure(spec.log_level, process=spec.name)
     # The child got past multiprocessing's bootstrap (re-importing the launching script), so a
     # death from here on is this worker's own, not an unguarded script's.
     channel.to_supervisor(Started(os.getpid()))

@@ -22,13 +22,21 @@ holds is freed at once). A streaming stage may also yield `None` between the inn
 long step (a chunked prefill): no output, only one more such point (`cancellation`), and a
 turn's end. A tensor-parallel leader broadcasts its go/stop decision before each chunk, so its
 follower ranks close theirs at the same step.
+
+Failure: a stage that raises fails its request, not the process. The exception is logged here
+with its traceback (this process's log, on the serving process's stderr for a local worker),
+and its summary and traceback go to the supervisor (`StageError`), which names the stage, the
+request and this process where it fails the request. A stage that raises on a request already
+cancelled (its client went away) ended as intended: that is logged at DEBUG, not as an error.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +51,8 @@ from launcher.worker.holdings import Holdings, release_notes
 from launcher.worker.join import Envelope, Joiner, JoinError
 from launcher.wire.protocol import Deliver, HandedOver, Released, Result, StageError, Undeliverable
 from launcher.wire.specs import PARENT, StageSpec, Successor, WorkerSpec
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -102,8 +112,9 @@ class StageRunner:
             data = self.receiver.unpack(msg.packed)
         except OSError as exc:
             # The sender died after handing over and its blocks were swept.
-            self.fail(msg.target, msg.request_id, f"cannot read the handoff from '{msg.source}' "
-                                                  f"(its process is gone?): {exc}")
+            why = f"cannot read the handoff from '{msg.source}' (its process is gone?): {exc}"
+            log.warning("stage '%s' fails request %d: %s", msg.target, msg.request_id, why)
+            self.fail(msg.target, msg.request_id, why)
             return None
         return Envelope(msg.request_id, msg.source, msg.chunk, msg.last, data)
 
@@ -118,9 +129,22 @@ class StageRunner:
     def cancel(self, request_id: int) -> None:
         self.holdings.cancel(request_id)
 
-    def fail(self, stage: str, request_id: int, message: str) -> None:
+    def fail(self, stage: str, request_id: int, message: str, trace: str = "") -> None:
         self.cancel(request_id)
-        self.channel.to_supervisor(StageError(request_id, stage, message), Released(request_id))
+        self.channel.to_supervisor(StageError(request_id, stage, message, trace),
+                                   Released(request_id))
+
+    def _raised(self, spec: StageSpec, request_id: int, exc: Exception) -> None:
+        """Stage `spec` raised `exc` on `request_id`: log it with its traceback, fail the
+        request."""
+        self._forget(spec, request_id)
+        if request_id in self.cancelled:
+            log.debug("stage '%s' raised on request %d after it was cancelled", spec.name,
+                      request_id, exc_info=exc)
+        else:
+            log.error("stage '%s' failed request %d", spec.name, request_id, exc_info=exc)
+        self.fail(spec.name, request_id, f"{type(exc).__name__}: {exc}",
+                  "".join(traceback.format_exception(exc)).rstrip())
 
     # -- one stage -------------------------------------------------------------------------------
     def _loop(self, spec: StageSpec) -> None:
@@ -170,6 +194,7 @@ class StageRunner:
                 for data, chunk, last in joiner.add(env):
                     box.work.put(env.request_id, (data, chunk, last))
             except JoinError as exc:
+                log.error("stage '%s' fails request %d: %s", spec.name, env.request_id, exc)
                 self.fail(spec.name, env.request_id, str(exc))
             env = data = None
 
@@ -200,8 +225,7 @@ class StageRunner:
                 self._advance(spec, request_id, stream, waited, work)
                 return  # timed as a whole when the stream ends
         except Exception as exc:  # noqa: BLE001 - a stage error fails its request, not the process
-            self._forget(spec, request_id)
-            self.fail(spec.name, request_id, f"{type(exc).__name__}: {exc}")
+            self._raised(spec, request_id, exc)
         self._record(spec, time.perf_counter() - started, waited() - waited0)
 
     def _advance(self, spec: StageSpec, request_id: int, stream: _Stream, waited: WaitClock,
@@ -215,8 +239,7 @@ class StageRunner:
                 over = self._step(spec, request_id, stream)
             except Exception as exc:  # noqa: BLE001 - fails its request, not the process
                 stream.close()
-                self._forget(spec, request_id)
-                self.fail(spec.name, request_id, f"{type(exc).__name__}: {exc}")
+                self._raised(spec, request_id, exc)
                 over = True
             stream.busy += time.perf_counter() - started
             stream.waited += waited() - waited0

@@ -6,6 +6,10 @@ the list of allowed ones.
 
 from __future__ import annotations
 
+from planner.pipeline import DEFAULT_SAMPLE_RATE
+
+SAMPLE_RATES = (8_000, 192_000)  # the range a sample_rate may take, in Hz
+
 PIPELINE_KEYS = {
     "name": "complete pipelines: the pipeline's name",
     "model": "overlay: the card (name, model path or architecture) to start from",
@@ -18,7 +22,7 @@ PIPELINE_KEYS = {
     "process_edge_resources": "list of {edge, fractions}: fractions to apply when edge is split",
     "fused_stages": "list of stage lists that always share one process",
     "placement": "max_total_gpu_memory_fraction_per_gpu, require_memory_fraction_for_colocation",
-    "sample_rate": "Hz of the audio the terminal stage returns (default 24000)",
+    "sample_rate": f"Hz of the audio the terminal stage returns (default {DEFAULT_SAMPLE_RATE})",
     "voices": "the voice names a request may ask for (default: any)",
     "processes": "process name -> {copies: N, cpus: CPUS}: OS processes running that group side "
                  "by side, and the CPUs they may run on",
@@ -36,5 +40,3 @@ STAGE_KEYS = (
 )
 PROCESS_KEYS = ("copies", "cpus")
 PLACEMENT_KEYS = ("max_total_gpu_memory_fraction_per_gpu", "require_memory_fraction_for_colocation")
-DEFAULT_SAMPLE_RATE = 24_000  # the stand-in stages' rate; a card of a real model declares its own
-SAMPLE_RATES = (8_000, 192_000)  # the range a sample_rate may take, in Hz

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from planner.fair_queue import FairQueue
 from planner.plan import Plan
+from planner.stats import percentile
 from planner.tune.profile import Profile
 from planner.tune.simulator import EPS, NativeWork, PythonWork, Resource, Simulator, os_slice_ms
 from planner.tune.workload import Prediction, Workload
@@ -487,8 +488,7 @@ def _work_fractions(pieces: list[float], first: float | None) -> list[float]:
 
 
 def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    idx = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[idx]
+    """`planner.stats.percentile`, the one the bench measures (NaN for a run that finished no
+    request)."""
+    p = percentile(values, q)
+    return float("nan") if p is None else p

@@ -103,7 +103,8 @@ def test_quiet_errors_leave_out_what_the_host_slowed_and_what_does_not_say():
     assert sorted(round(e, 3) for e in gj.errors(a, quiet_only=True)) == [0.0, 0.1]
     figures = gj.summary([], gj.errors(a), gj.errors(a, quiet_only=True))
     assert (figures["errors"], figures["quiet_errors"]) == (4, 2)
-    assert figures["quiet_p90_error"] == 0.1 and figures["p90_error"] == 0.25
+    # planner.stats.percentile: p90 of [0, 0.1] interpolates to 0.09
+    assert figures["quiet_p90_error"] == 0.09 and figures["p90_error"] == 0.25
     assert "quiet_errors" not in gj.summary([], gj.errors(a))
 
 
@@ -121,7 +122,7 @@ def test_the_summary_counts_picks_within_5_percent_of_the_best_head_to_head():
     s = gj.summary(judged, [0.05, -0.1, 0.2, 0.02])
     assert s["picks"] == 4 and s["within_5pct"] == 3 and s["share_within_5pct"] == 0.75
     assert abs(s["mean_pick_over_best"] - (1 + 0.96 + 0.8 + 1) / 4) < 1e-4
-    assert s["median_error"] in (0.05, 0.1) and s["p90_error"] == 0.2
+    assert s["median_error"] == 0.075 and s["p90_error"] == 0.17  # |errors| interpolated
     assert s["lowest"] == 0.8
 
 

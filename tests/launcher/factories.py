@@ -103,3 +103,17 @@ def logged_generator(*, log: str, size: str = "base", **kwargs):
                 f.write(f"closed {n}\n")
 
     return run
+
+
+def failing_audio(*, word: str = "fail", audio_ms: float = 20.0):
+    """A terminal synthetic stage that raises on a request whose text has `word` in it."""
+    from launcher import synthetic
+
+    inner = synthetic.stage(audio_ms=audio_ms)
+
+    def run(payload):
+        if word in payload["text"]:
+            raise RuntimeError(f"cannot say {word!r}: the voice file went missing")
+        return inner(payload)
+
+    return run

@@ -13,10 +13,10 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from launcher.wire.backend import Event, Exited, Received, Unit
+from launcher.wire.backend import Backend, Event, Exited, Received, Unit
 
 
-class FakeBackend:
+class FakeBackend(Backend):
     shares_memory = False  # every payload travels inside its message
 
     def __init__(self) -> None:

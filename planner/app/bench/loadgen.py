@@ -34,6 +34,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from planner import DEFAULT_SAMPLE_RATE
+
 from planner.app.bench.arrivals import Sent, Unsent
 from planner.app.bench.http1 import Endpoint, Pool, ProtocolError, Response, speech_request
 from planner.app.bench.load_results import LoadResult, Playback, Sample
@@ -45,7 +47,6 @@ CONNECT_TIMEOUT_S = 10.0
 READ_SIZE = 256 * 1024
 ERROR_BODY_CHARS = 200  # of an error response's body, in its message
 BYTES_PER_SAMPLE = 2  # response_format pcm: 16-bit mono
-DEFAULT_SAMPLE_RATE = 24_000
 START_AHEAD_S = 0.05  # open loop: the first request is due this long after the sender starts
 MAX_IN_FLIGHT = 1024  # open loop: a request due while this many are outstanding is not sent
 SWITCH_INTERVAL_S = 0.0002  # the interpreter lock's hand-over interval while a load runs
@@ -78,7 +79,7 @@ async def _response(give: Callable[[socket.socket], None], sock: socket.socket, 
                 if response.status != 200:
                     body.extend(b"".join(parts)[:ERROR_BODY_CHARS])
                     continue
-                if not rate:
+                if not rate:  # a server that does not say takes the default (OpenAI's pcm rate)
                     rate = int(response.headers.get("x-sample-rate", DEFAULT_SAMPLE_RATE))
                 if size := sum(map(len, parts)):
                     play.feed(now, size / BYTES_PER_SAMPLE / rate)

@@ -1,24 +1,15 @@
-"""Order statistics for latency samples."""
+"""Order statistics for latency samples, with the planner's one percentile (`planner.stats`):
+tune predicts the same statistic."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from planner.stats import percentile
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0..100) with linear interpolation between closest ranks (the
-    definition numpy uses by default); None for no values."""
-    if not 0.0 <= q <= 100.0:
-        raise ValueError(f"percentile must be within 0..100, not {q}")
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100.0
-    lo, hi = math.floor(rank), math.ceil(rank)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
+__all__ = ["Summary", "percentile", "summarise"]
 
 
 @dataclass(frozen=True)

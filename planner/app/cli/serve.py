@@ -12,6 +12,7 @@ from planner.app.cli.options import (
     add_scale_args, bounded_int, port,
 )
 from planner.app.cli.solve import solve
+from launcher.logs import DEFAULT_LEVEL, LEVELS
 
 
 def add_parser(sub) -> None:
@@ -38,6 +39,9 @@ def add_parser(sub) -> None:
     p.add_argument("--ray-address", metavar="ADDR",
                    help="the Ray cluster to run on (e.g. auto, or host:6379); without it, "
                         "--backend ray starts a local Ray instance and stops it afterwards")
+    p.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
+                   help="what the server and its workers log to stderr (default warning: "
+                        "warnings and errors, e.g. a stage that raised, with its traceback)")
 
 
 @dataclass(frozen=True)
@@ -51,12 +55,13 @@ class ServeOptions:
     max_queued: int | None
     backend: str
     ray_address: str | None
+    log_level: str = DEFAULT_LEVEL
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServeOptions:
         return cls(ModelChoice.from_args(args), PlacementFlags.from_args(args),
                    Scale.from_args(args), args.host, args.port, args.device, args.max_queued,
-                   args.backend, args.ray_address)
+                   args.backend, args.ray_address, args.log_level)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         from planner.render.dicts import result_dict
 
         return serve(result.plan, result_dict(result), host=opts.host, port=opts.port,
-                     device=opts.device, max_queued=opts.max_queued)
+                     device=opts.device, max_queued=opts.max_queued, log_level=opts.log_level)
     return _serve_replicas(opts)
 
 
@@ -142,7 +147,7 @@ def _serve_replicas(opts: ServeOptions) -> int:
         from planner.render.dicts import result_dict
 
         return serve(result.plan, result_dict(result), host=opts.host, port=opts.port,
-                     device=opts.device, start=start)
+                     device=opts.device, start=start, log_level=opts.log_level)
     finally:
         if session is not None:
             session.close()

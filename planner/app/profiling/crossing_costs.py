@@ -82,7 +82,8 @@ def _tree_cpu_s(pid: int) -> float:
     return sum(process_cpu_s(p) or 0.0 for p in tree)
 
 
-def _serve_null(stage: dict[str, Any], requests: int, stream: bool) -> tuple[float, float]:
+def _serve_null(stage: dict[str, Any], sample_rate: int, requests: int,
+                stream: bool) -> tuple[float, float]:
     """Serve a pipeline of one stage that does no work as `planner bench` serves it, drive it one
     request at a time with the bench's own client (streamed responses if `stream`): per request
     (serving-side CPU ms, client CPU ms)."""
@@ -98,7 +99,8 @@ def _serve_null(stage: dict[str, Any], requests: int, stream: bool) -> tuple[flo
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "front-door.yaml")
         with open(path, "w") as f:
-            yaml.safe_dump({"name": "front-door", "stages": [stage]}, f)
+            yaml.safe_dump({"name": "front-door", "sample_rate": sample_rate,
+                            "stages": [stage]}, f)
         with Server(ServerSpec(None, path, None, (), "cpu", None)) as server:
             started = server.start()
             texts = tuple(f"front door {i}." for i in range(8))
@@ -145,13 +147,16 @@ def served_stage_ms(plan: planner.Plan, device: str, defaults: Mapping[str, Any]
             / len(texts) * 1000.0 for name in lat1 if lat1[name].n > lat0[name].n}
 
 
-def front_door(audio_ms: float, requests: int = 120,
+def front_door(audio_ms: float, sample_rate: int, requests: int = 120,
                stream: bool = False) -> tuple[float, float, HandoffCost]:
     """(serving-side ms, load client ms, cross-process handoff) per request: the front door
-    from a served pipeline of one stage that does nothing, the crossing from `_crossing`."""
+    from a served pipeline of one stage that does nothing but return `audio_ms` of audio at
+    `sample_rate` (the profiled model's: so the server encodes and sends as many samples as it
+    does for that model), the crossing from `_crossing`."""
     stage = {"name": "out", "process": "pipeline", "factory": "launcher.synthetic:stage",
-             "args": {"audio_ms": max(audio_ms, 1.0)}, "terminal": True}
-    server1, client = _serve_null(stage, requests, stream)
+             "args": {"audio_ms": max(audio_ms, 1.0), "sample_rate": sample_rate},
+             "terminal": True}
+    server1, client = _serve_null(stage, sample_rate, requests, stream)
     crossing_cpu, crossing_wall = _crossing()
     pipe = _handoff_cost()  # the floor under a crossing, and the copy rate
     handoff = HandoffCost(fixed_ms=max(crossing_cpu / 2, pipe.fixed_ms), copy_gbps=pipe.copy_gbps,

@@ -70,7 +70,7 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
     for text in texts:
         audio = run_request(plan, stages, text, alone, extra, stream=stream)
         if audio is not None:
-            audio_lengths.append(audio.numel() / 24.0)  # 24 kHz: samples -> ms
+            audio_lengths.append(audio.numel() * 1000.0 / plan.sample_rate)
     progress("sampling what holds the interpreter lock")
     held: dict[str, list[float]] = defaultdict(list)
     probed: dict[str, list[float]] = defaultdict(list)
@@ -115,7 +115,7 @@ def measure(plan: planner.Plan, *, requests: int = 12, warmup: int = 2, device: 
                           stream)
     progress("measuring the HTTP front door")
     audio_ms = statistics.fmean(audio_lengths) if audio_lengths else 0.0
-    frontend_ms, client_ms, handoff = front_door(audio_ms, stream=stream)
+    frontend_ms, client_ms, handoff = front_door(audio_ms, plan.sample_rate, stream=stream)
     progress("timing the stages served")
     serve = served or plan
     try:

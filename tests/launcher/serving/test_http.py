@@ -142,6 +142,17 @@ def _start_server(*args: str) -> tuple[subprocess.Popen, str]:
     return proc, match.group()
 
 
+def stop_server(proc: subprocess.Popen, within: float = 60) -> None:
+    """Stop a served subprocess as an operator does (SIGTERM: drain, then stop); kill it if it
+    has not exited `within` seconds later."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(within)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _all_exit(pids, within: float) -> bool:
     return wait_until(lambda: not any(pid_alive(p) for p in pids), within, fail=False)
 
@@ -207,12 +218,7 @@ def test_a_worker_death_and_its_restart_are_printed_on_the_server_console():
         assert httpx.post(f"{url}/v1/audio/speech", json={"input": TEXT},
                           timeout=60).status_code == 200
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
 
 
 def test_serve_reports_a_build_failure_and_exits_non_zero():

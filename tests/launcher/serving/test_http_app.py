@@ -17,7 +17,10 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from launcher import Unavailable, WorkerDied
+from launcher.control.states import DeploymentState
 from launcher.serving.http import create_app
+
+from tests.launcher import plans
 
 SPEECH = "/v1/audio/speech"
 
@@ -46,7 +49,8 @@ class FakeHandle:
 class FakeDeployment:
     """What create_app uses of a Deployment; `submitted` is what reached the stages."""
 
-    state = "running"
+    state = DeploymentState.RUNNING
+    plan = plans.qwen3()
 
     def __init__(self, refuse: Exception | None = None, fail: Exception | None = None) -> None:
         self.refuse, self.fail = refuse, fail

@@ -13,6 +13,7 @@ import torch
 
 import planner
 from launcher.audio import Audio
+from launcher.control.states import DeploymentState
 from launcher.serving.catalog import OPENAI_ALIASES
 from launcher.serving.http import create_app
 from launcher.serving.replica_set import ReplicaSet
@@ -38,7 +39,7 @@ class Handle:
 class Replica:
     """What create_app and ReplicaSet use of a Deployment; `submitted` is what reached it."""
 
-    device, note, state, in_flight = "cpu", None, "running", 0
+    device, note, state, in_flight = "cpu", None, DeploymentState.RUNNING, 0
     failed = threading.Event()
 
     def __init__(self, plan):

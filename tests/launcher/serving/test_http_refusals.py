@@ -11,15 +11,20 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)
     from starlette.testclient import TestClient
 
+from launcher.control.states import DeploymentState
 from launcher.errors import Overloaded, Unavailable
 from launcher.serving.http import create_app
+
+from tests.launcher import plans
 
 
 class Refusing:
     """What create_app uses of a Deployment, refusing every request with `error`."""
 
+    plan = plans.qwen3()
+
     def __init__(self, state: str, error: Exception) -> None:
-        self.state, self.error = state, error
+        self.state, self.error = DeploymentState(state), error
 
     def submit(self, text, voice=None, stream=False):
         raise self.error

@@ -39,7 +39,8 @@ class Handle:
 
 class Deployment:
     def __init__(self, sample_rate=22_050, voices=("joe",)):
-        self.plan = SimpleNamespace(sample_rate=sample_rate, voices=voices)
+        self.plan = SimpleNamespace(model="piper-joe", model_paths=(), sample_rate=sample_rate,
+                                    voices=voices)
         self.submitted = []
 
     def submit(self, text, voice=None, stream=False, options=None):

@@ -7,9 +7,7 @@ sleeps."""
 
 from __future__ import annotations
 
-import queue
 import threading
-from typing import Any
 
 import pytest
 
@@ -17,28 +15,9 @@ from launcher.worker.join import Envelope
 from launcher.worker.stages import StageRunner
 from launcher.wire.specs import CLIENT, StageSpec, Successor, WorkerSpec
 
+from tests.launcher.worker.runner_fakes import STOP, RecordingChannel, StoppableQueue
+
 BOUND_S = 30.0  # generous: waits for the stage thread, never for time to pass
-STOP = object()
-
-
-class _StoppableQueue(queue.SimpleQueue):
-    """An inbox whose thread can be ended: the stage loop ends on EOFError (supervisor gone)."""
-
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        item = super().get(block, timeout)
-        if item is STOP:
-            raise EOFError
-        return item
-
-
-class _Channel:
-    process, pid = "p", 1
-
-    def __init__(self) -> None:
-        self.sent: list = []
-
-    def to_supervisor(self, *messages: Any) -> None:
-        self.sent.extend(messages)
 
 
 class Toy:
@@ -67,9 +46,9 @@ def runner():
     sink = StageSpec("sink", "toy", (), (), ("gen",), (), "cpu")
     spec = WorkerSpec("p", (gen, sink), None, None, "sptest")
     toy, gone = Toy(), threading.Event()
-    r = StageRunner(spec, {"gen": toy, "sink": dict}, _Channel(), None, None,
+    r = StageRunner(spec, {"gen": toy, "sink": dict}, RecordingChannel(), None, None,
                     lambda *_: None, gone.set)
-    r.inboxes["gen"].raw = _StoppableQueue()
+    r.inboxes["gen"].raw = StoppableQueue()
     thread = threading.Thread(target=r._loop, args=(gen,), daemon=True)
     thread.start()
     yield r, toy
