@@ -101,6 +101,7 @@ class DeclaredSplit:
     placement: tuple[tuple[str, str], ...] | None  # (stage, process) lines that join them again
     nearest: tuple[Request, ...] | None
     drop_requests: bool  # the config fix replaces the requests that were given
+    card: EngineTarget | None = None  # the user wrote an engine's dialect: the fix is said in it
 
     @property
     def stages(self) -> tuple[str, ...]:

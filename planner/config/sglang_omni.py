@@ -255,7 +255,7 @@ def their_key(key: str, names: list[str], flags: bool = False) -> str:
     if m:
         name = m.group(1) if m.group(1) is not None else (
             names[int(m.group(2))] if int(m.group(2)) < len(names) else m.group(2))
-        field = m.group(3) if m.group(2) is None else None
+        field = m.group(3) if m.group(3) != "name" or m.group(2) is None else None
         field = _FIELD.get(field, field) if field else None
         if flags:
             return f"--{name}" + (f".{field}" if field else "")

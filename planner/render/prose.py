@@ -188,7 +188,11 @@ def _declared_split(c: DeclaredSplit) -> Prose:
     message = f"{who} splits {u} -> {v}, which {c.model} does not support across processes"
     if c.placement is None:
         return Prose(message, tuple(because), f"keep {u} and {v} in one process in {who}")
-    text = "stages:\n" + "\n".join(f"  - {{name: {s}, process: {p}}}" for s, p in c.placement)
+    if isinstance(c.card, EngineTarget):  # sglang-omni's stages mapping
+        text = "stages:\n" + "\n".join(f"  {s}: {{process: {p}}}" for s, p in c.placement)
+    else:
+        text = "stages:\n" + "\n".join(f"  - {{name: {s}, process: {p}}}"
+                                        for s, p in c.placement)
     hint = f"keep {u} and {v} in one process: set in {who}:\n{text}"
     if c.drop_requests:
         hint += "\nand drop the placement flags"
@@ -208,8 +212,10 @@ def _missing_fraction(c: MissingFraction) -> Prose:
     return Prose(
         f"GPU {c.gpu} is shared by processes {', '.join(c.processes)}, but {', '.join(c.missing)} "
         f"declare{'s' if len(c.missing) == 1 else ''} no GPU memory fraction", tuple(because),
-        "declare runtime.resources.total_gpu_memory_fraction for each (sized to your models; "
-        "these shares fit the limit); " + fractions_hint(c.card, c.proposal))
+        ("declare a gpu_memory_fraction" if isinstance(c.card, EngineTarget) else
+         "declare runtime.resources.total_gpu_memory_fraction")
+        + " for each (sized to your models; these shares fit the limit); "
+        + fractions_hint(c.card, c.proposal))
 
 
 def _count(n: int, thing: str) -> str:
