@@ -197,11 +197,9 @@ def _engine_layer(raw: dict[str, Any], source: str, found: list[ConfigIssue]) ->
                                          f"{find_card(reading.model_path).name!r} but config_cls "
                                          f"{reading.config_cls} is card {card.name!r}",
                                          "drop one of the two"))
-            if overlay.get("variant") not in (None, variant):
-                found.append(ConfigIssue(source, "variant", f"{overlay['variant']!r} disagrees "
-                                         f"with config_cls {reading.config_cls} (variant "
-                                         f"{variant!r})", "drop one of the two"))
             overlay["model"] = card.name
+            # The planner's own `variant:` is the finer choice: a card variant sglang-omni has
+            # no class for is written as its card's class and `variant:` (render.sglang_omni).
             overlay.setdefault("variant", variant)
     if "model" not in overlay and reading.model_path:
         overlay["model"] = reading.model_path

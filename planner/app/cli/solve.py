@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from planner.api import config_error_result, solve_pipeline
-from planner.app.cli.console import FORMATS, console
+from planner.app.cli.console import FORMATS, console, error
 from planner.app.cli.options import (
     ModelChoice, PlacementFlags, Scale, add_model_args, add_placement_args, add_scale_args,
 )
 from planner.errors import ConfigError
+from planner.render.engines import ENGINE_FORMATS
 
 
 def add_parser(sub) -> None:
@@ -21,7 +23,12 @@ def add_parser(sub) -> None:
     add_model_args(p, positional=True)
     add_placement_args(p)
     add_scale_args(p)
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--format", choices=FORMATS + ENGINE_FORMATS, default="table",
+                   help="table (default), json, dot, or the config file an engine takes: "
+                        "sglang-omni, vllm-omni (what it cannot express is said in the file and "
+                        "on stderr)")
+    p.add_argument("--output", "-o", metavar="FILE",
+                   help="with an engine --format: write the file here instead of stdout")
 
 
 def solve(model: ModelChoice, placement: PlacementFlags, scale: Scale):
@@ -54,6 +61,8 @@ def _cluster(spec: str | None):
 def run(args: argparse.Namespace) -> int:
     pipeline, result = solve(ModelChoice.from_args(args), PlacementFlags.from_args(args),
                              Scale.from_args(args))
+    if args.format in ENGINE_FORMATS:
+        return _engine_file(args, result)
     if args.format == "json":
         from planner.render.dicts import result_json  # each format loads its own renderer
 
@@ -66,4 +75,30 @@ def run(args: argparse.Namespace) -> int:
         from planner.render.text import render_result
 
         render_result(console(), result)
+    return result.exit_code
+
+
+def _engine_file(args: argparse.Namespace, result) -> int:
+    """The plan in an engine's config language, on stdout or in --output; an infeasible or
+    invalid request prints its diagnostics on stderr and writes nothing."""
+    from planner.render.engines import write_plan
+    from planner.render.text import render_result
+
+    err = console(stderr=True)
+    if not result.ok:
+        render_result(err, result)
+        return result.exit_code
+    written = write_plan(result.plan, args.format, packing=result.packing)
+    if args.output:
+        try:
+            Path(args.output).write_text(written.text, encoding="utf-8")
+        except OSError as exc:
+            return error(f"--output {args.output}: cannot write it ({exc.strerror or exc}); give "
+                         "a file in a directory you can write to.")
+    else:
+        print(written.text, end="")
+    for fact in written.unsaid:
+        err.print(f"note: {args.format} cannot express: {fact}", markup=False, highlight=False)
+    if args.output:
+        err.print(f"wrote {args.output}", markup=False, highlight=False)
     return result.exit_code
