@@ -62,18 +62,18 @@ def take(words: Sequence[str]) -> tuple[list[str], tuple[DottedFlag, ...]]:
             rest.append(word)
             continue
         option, eq, value = word.partition("=")
-        if not eq:
-            nxt = next(it, None)
-            if nxt is None:
-                raise DottedError(f"{option} needs a value, e.g. `{option} "
-                                  f"{_example(option)}`.")
-            value = nxt
         parts = option[2:].split(".")
         if parts[0] == "stages":
             parts = parts[1:]
         if len(parts) < 2 or not all(parts):
             raise DottedError(f"{option} is not a stage field: write `--STAGE.FIELD VALUE`, e.g. "
                               "`--vocoder.process vocoder` (the `stages.` prefix is implied).")
+        if not eq:
+            nxt = next(it, None)
+            if nxt is None:
+                raise DottedError(f"{option} needs a value, e.g. `{option} "
+                                  f"{_example(option)}`.")
+            value = nxt
         flag = DottedFlag(parts[0], tuple(parts[1:]), value,
                           f"{option}={value}" if eq else f"{option} {value}")
         if flag.path in seen:

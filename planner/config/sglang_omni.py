@@ -260,6 +260,8 @@ def their_key(key: str, names: list[str], flags: bool = False) -> str:
         if flags:
             return f"--{name}" + (f".{field}" if field else "")
         return f"stages.{name}" + (f".{field}" if field else "")
+    if flags and key.startswith("stages."):  # found by the reader in sglang-omni's own form
+        return "--" + key[len("stages."):]
     m = re.fullmatch(r"processes\.([^.]+)\.(copies|gpus)", key)
     if m:
         return f"processes.{m.group(1)}.{_PROCESS[m.group(2)]}"
