@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.errors import ConfigError
 from planner.plan import Plan, cpu_text
-from planner.render.engines import (
+from planner.render.engine_text import (
     EngineFile,
     block,
     comment,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.plan import Plan, cpu_text
-from planner.render.engines import (
+from planner.render.engine_text import (
     EngineFile,
     block,
     comment,
