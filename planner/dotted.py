@@ -65,6 +65,10 @@ def take(words: Sequence[str]) -> tuple[list[str], tuple[DottedFlag, ...]]:
         parts = option[2:].split(".")
         if parts[0] == "stages":
             parts = parts[1:]
+        elif parts[0] == "processes":  # sglang-omni's flags are stage fields only
+            raise DottedError(f"{option}: dotted flags set stage fields; a process group's copies "
+                              "are `--process-copies PROCESS=N` (sglang-omni: processes.PROCESS."
+                              "num_replicas in the --config file).")
         if len(parts) < 2 or not all(parts):
             raise DottedError(f"{option} is not a stage field: write `--STAGE.FIELD VALUE`, e.g. "
                               "`--vocoder.process vocoder` (the `stages.` prefix is implied).")

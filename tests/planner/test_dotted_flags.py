@@ -121,6 +121,7 @@ def test_the_command_line_outranks_the_config_file(tmp_path):
      "writes stages.tts_engine.gpu_memory_fraction a second time"),
     (["--vocoder.process"], "--vocoder.process needs a value"),
     (["--vocoder."], "is not a stage field"),
+    (["--processes.vocoder.num_replicas", "2"], "are `--process-copies PROCESS=N`"),
 ])
 def test_one_path_twice_or_a_flag_without_value_is_one_paragraph_exit_2(args, needle):
     out = run("solve", "qwen3-tts", *args)

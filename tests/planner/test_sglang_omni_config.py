@@ -255,3 +255,25 @@ def test_carried_keys_are_listed_once_in_text_and_json(tmp_path):
         {"key": "stages.tts_engine.engine.max_total_tokens", "value": 32000},
         {"key": "weight_share", "value": "on"}]
     assert data["mps"] == "auto"
+
+
+def test_fewer_copies_on_the_command_line_keep_the_first_replica_devices(tmp_path):
+    from planner.plan import Copies
+
+    p = load_pipeline(config=write(tmp_path, replicated(2, [1, 2])))
+    one = solve_pipeline(p, requests=[Copies("tts_engine", 1)], cpus=CPUS)
+    assert one.ok and one.plan.group_of("tts_engine").copy_gpus() == (1,)
+    three = solve_pipeline(p, requests=[Copies("tts_engine", 3)], cpus=CPUS)
+    assert three.status == "error"
+    d = three.diagnostics[0]
+    assert d.code == "invalid-compute" and "lists 2 GPUs for process tts_engine" in d.message
+    assert "`--process-copies tts_engine=2`" in d.hint
+
+
+def test_replica_devices_for_a_group_of_cpu_stages_are_refused():
+    p = load_pipeline(config={"model_path": "fishaudio/s2-pro", "processes": {
+        "preprocessing": {"num_replicas": 2, "replica_devices": [0, 1]}}})
+    result = solve_pipeline(p, cpus=CPUS)
+    assert result.status == "error"
+    assert result.diagnostics[0].message == (
+        "process preprocessing lists a GPU for each copy (0, 1) but runs no GPU stage")
