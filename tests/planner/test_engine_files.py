@@ -248,3 +248,9 @@ def test_an_infeasible_request_writes_no_file(tmp_path):
                       "sglang-omni", "--output", str(target), env=ENV)
     assert out.returncode == 1 and not target.exists()
     assert "error[unsupported-handoff]" in out.stderr and out.stdout == ""
+
+
+def test_output_without_an_engine_format_is_refused(tmp_path):
+    out = run_planner("solve", "qwen3-tts", "--output", str(tmp_path / "x.yaml"), env=ENV)
+    assert out.returncode == 2 and "--output writes an engine's config file" in out.stderr
+    assert not (tmp_path / "x.yaml").exists()

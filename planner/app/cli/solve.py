@@ -19,7 +19,10 @@ def add_parser(sub) -> None:
         "solve", help="preview the topology a placement request produces, or why it cannot work",
         description="Apply --isolate-stage / --stage-process to the declared topology, check "
                     "process-safe handoffs and GPU memory fractions with a constraint solver, and "
-                    "print the resulting process groups or every conflict with a hint.")
+                    "print the resulting process groups or every conflict with a hint. "
+                    "sglang-omni's dotted stage flags (--STAGE.FIELD VALUE, e.g. "
+                    "--vocoder.process vocoder) are taken beside them; --config may be an "
+                    "sglang-omni config (docs/engines.md).")
     add_model_args(p, positional=True)
     add_placement_args(p)
     add_scale_args(p)
@@ -59,6 +62,10 @@ def _cluster(spec: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output and args.format not in ENGINE_FORMATS:
+        return error(f"--output writes an engine's config file; add --format "
+                     f"{' or --format '.join(ENGINE_FORMATS)}, or drop --output (--format "
+                     f"{args.format} prints on stdout).")
     pipeline, result = solve(ModelChoice.from_args(args), PlacementFlags.from_args(args),
                              Scale.from_args(args))
     if args.format in ENGINE_FORMATS:
