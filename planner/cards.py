@@ -185,28 +185,24 @@ def _engine_layer(raw: dict[str, Any], source: str, found: list[ConfigIssue]) ->
     if reading.config_cls and "model" not in overlay:
         try:
             card, variant = find_config_class(reading.config_cls, source)
-        except ConfigError as err:
+        except ConfigError:
             if reading.model_path is None:
                 raise
-            card, variant = None, None  # an sglang-omni class we do not know: kept as written
+            card = variant = None  # an sglang-omni class we do not know: kept as written
             carried += (Carried(("config_cls",), reading.config_cls),)
-            del err
         if card is not None:
-            if reading.model_path and find_card(reading.model_path, source, "model_path") != card:
-                found.append(ConfigIssue(source, "model_path", f"selects card "
-                                         f"{find_card(reading.model_path).name!r} but config_cls "
-                                         f"{reading.config_cls} is card {card.name!r}",
-                                         "drop one of the two"))
+            by_path = (find_card(reading.model_path, source, "model_path")
+                       if reading.model_path else card)
+            if by_path.name != card.name:
+                found.append(ConfigIssue(source, "model_path", f"selects card {by_path.name!r} "
+                                         f"but config_cls {reading.config_cls} is card "
+                                         f"{card.name!r}", "drop one of the two"))
             overlay["model"] = card.name
             # The planner's own `variant:` is the finer choice: a card variant sglang-omni has
             # no class for is written as its card's class and `variant:` (render.sglang_omni).
             overlay.setdefault("variant", variant)
     if "model" not in overlay and reading.model_path:
         overlay["model"] = reading.model_path
-    if "model" not in overlay:
-        found.append(ConfigIssue(source, "config_cls", "names no model",
-                                 "an sglang-omni config names its model with config_cls or "
-                                 "model_path, e.g. model_path: fishaudio/s2-pro"))
     return _Layer(overlay, source, carried, True, reading.default_threads)
 
 
@@ -278,6 +274,11 @@ def _load(model_path: str | None, variant: str | None, layer: _Layer | None,
         v = variant or user.get("variant")
         v_blame = ("--variant", "") if variant else (source, "variant")
         if selector is None and model_path is None:
+            if layer.engine:  # sglang-omni takes a pipeline's stages from its config class
+                raise ConfigError(found + [ConfigIssue(
+                    source, "config_cls", "names no model", "an sglang-omni config names its "
+                    "model with config_cls or model_path, e.g. model_path: fishaudio/s2-pro "
+                    "(or pass --model-path)")])
             # A complete pipeline of its own.
             if "variant" in user:
                 raise ConfigError(ConfigIssue(source, "variant", "a variant needs a model to apply to",

@@ -277,3 +277,12 @@ def test_replica_devices_for_a_group_of_cpu_stages_are_refused():
     assert result.status == "error"
     assert result.diagnostics[0].message == (
         "process preprocessing lists a GPU for each copy (0, 1) but runs no GPU stage")
+
+
+def test_config_cls_and_model_path_of_two_cards_are_refused():
+    with pytest.raises(ConfigError, match="model_path: selects card 'qwen3-tts' but config_cls "
+                                          "S2ProPipelineConfig is card 'fishaudio-s2-pro'"):
+        load_pipeline(config={"config_cls": "S2ProPipelineConfig",
+                              "model_path": "Qwen/Qwen3-TTS-12Hz-0.6B-Base"})
+    with pytest.raises(ConfigError, match="an sglang-omni config names its model"):
+        load_pipeline(config={"stages": {"vocoder": {"process": "vocoder"}}})
