@@ -231,7 +231,8 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
         given = {f"--{name}.{field}" for name, fields in (overrides or {}).get("stages", {}).items()
                  if isinstance(fields, dict) for field in fields}
         raise ConfigError(_in_dialect(err.issues, layer, flags, given)) from None
-    carried = {c.path: c for c in (layer.carried if layer else ()) + (flags.carried if flags else ())}
+    carried = {c.path: c for c in (*(layer.carried if layer else ()),
+                                   *(flags.carried if flags else ()))}
     return replace(pipeline, carried=tuple(carried.values()),
                    dialect=sglang_omni.DIALECT if engine else pipeline.dialect)
 

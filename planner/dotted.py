@@ -81,8 +81,9 @@ def take(words: Sequence[str]) -> tuple[list[str], tuple[DottedFlag, ...]]:
         flag = DottedFlag(parts[0], tuple(parts[1:]), value,
                           f"{option}={value}" if eq else f"{option} {value}")
         if flag.path in seen:
-            raise DottedError(f"`{flag.spelling}` writes {flag.path} a second time (`{seen[flag.path]}` "
-                              "already writes it); one path takes one value: keep one of them.")
+            raise DottedError(f"`{flag.spelling}` writes {flag.path} a second time "
+                              f"(`{seen[flag.path]}` already writes it); one path takes one "
+                              "value: keep one of them.")
         seen[flag.path] = flag.spelling
         flags.append(flag)
     return rest, tuple(flags)

@@ -27,7 +27,7 @@ class EngineFile:
     unsaid: tuple[str, ...]  # what the target cannot express, one sentence each
 
 
-# -- YAML text, written by hand: comments where a fact cannot be said, keys in a fixed order --------
+# -- YAML text, written by hand: comments where a fact cannot be said, keys in a fixed order -------
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "none", "~"}
 

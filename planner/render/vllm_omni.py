@@ -66,8 +66,8 @@ def _unsaid(plan: Plan, packing: Packing | None) -> list[str]:
                        "deploy config has no CPU list (pin the server with taskset)")
     cpu = [s.name for s in plan.stages if not s.gpus]
     if cpu:
-        out.append(f"{', '.join(cpu)} run{'s' if len(cpu) == 1 else ''} on CPU: no vLLM-Omni deploy "
-                   "stage, it prepares inputs in its own server process")
+        out.append(f"{', '.join(cpu)} run{'s' if len(cpu) == 1 else ''} on CPU: no vLLM-Omni "
+                   "deploy stage, it prepares inputs in its own server process")
     missing = [s.name for s in plan.stages if s.gpus and s.fraction is None]
     if missing:
         out.append(f"{', '.join(missing)} declare{'s' if len(missing) == 1 else ''} no GPU memory "

@@ -170,7 +170,7 @@ def test_replicas_over_nodes_are_said_as_servers_behind_the_router():
     assert decisions(read_back(text)) == decisions(plan)  # the commands are comments
 
 
-# -- vLLM-Omni, field by field ----------------------------------------------------------------------
+# -- vLLM-Omni, field by field ---------------------------------------------------------------------
 @pytest.mark.parametrize("card,variant,requests", [
     ("qwen3-tts", "default", ("--isolate-stage vocoder", "--stage-threads vocoder=2")),
     ("ming-omni-tts", "tp2", ()),
@@ -225,7 +225,7 @@ def test_vllm_omni_says_what_it_cannot():
         assert needle.split()[0] in written.text
 
 
-# -- the command ------------------------------------------------------------------------------------
+# -- the command -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("fmt", ENGINE_FORMATS)
 def test_solve_writes_the_file_and_says_the_rest_on_stderr(tmp_path, fmt):
     out = run_planner("solve", "qwen3-tts", "--isolate-stage", "vocoder", "--format", fmt,

@@ -54,7 +54,7 @@ def replicated(replicas: int, devices: list[int] | None = None) -> str:
     """
 
 
-# -- every shape is read ------------------------------------------------------------------------
+# -- every shape is read ---------------------------------------------------------------------------
 def test_config_cls_alone_selects_the_card_and_its_declared_topology():
     p = load_pipeline(config={"config_cls": "Qwen3TTSPipelineConfig", "relay_backend": "shm"})
     assert (p.name, p.variant, p.dialect) == ("qwen3-tts", "default", "sglang-omni")
@@ -134,7 +134,7 @@ def test_env_defaults_size_every_stage_without_its_own(tmp_path):
     assert [c.key for c in p.carried] == ["env_defaults"]
 
 
-# -- replicas on one GPU count per replica ------------------------------------------------------
+# -- replicas on one GPU count per replica ---------------------------------------------------------
 def test_two_replicas_each_of_035_and_010_fit_one_gpu_at_090(tmp_path):
     out = run("solve", "--config", write(tmp_path, replicated(2)), "--format", "json")
     assert out.returncode == 0, out.stdout + out.stderr
@@ -171,7 +171,7 @@ def test_serve_refuses_the_three_replicas_before_starting_anything(tmp_path):
     assert "error[over-limit] GPU 0" in out.stderr and "ready:" not in out.stdout + out.stderr
 
 
-# -- wrong configs ----------------------------------------------------------------------------------
+# -- wrong configs ---------------------------------------------------------------------------------
 def test_unsupported_handoff_is_reported_before_the_missing_fraction(tmp_path):
     out = run("solve", "--config", write(tmp_path, """
         model_path: Qwen/Qwen3-TTS-12Hz-0.6B-Base
@@ -241,7 +241,7 @@ def test_an_unknown_config_class_with_a_model_path_is_kept_as_written():
         load_pipeline(config={"config_cls": "Nope"})
 
 
-# -- carried, not planned -------------------------------------------------------------------------
+# -- carried, not planned --------------------------------------------------------------------------
 def test_carried_keys_are_listed_once_in_text_and_json(tmp_path):
     path = write(tmp_path, replicated(2))
     text = run("solve", "--config", path).stdout
