@@ -56,10 +56,14 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
     groups = []
     for name, members in groups_of(problem, a.process):
         gpus = sorted({g for m in members for g in pl.stage(m).gpus})
-        groups.append(ProcessGroup(name=name, stages=members, gpu=gpus[0] if gpus else None,
+        devices = problem.devices_of(name) if gpus else ()
+        if gpus and devices == (gpus[0],) * len(devices):
+            devices = ()  # every copy where its stages are declared: nothing to say per copy
+        groups.append(ProcessGroup(name=name, stages=members,
+                                   gpu=devices[0] if devices else gpus[0] if gpus else None,
                                    changed=(name, members) not in declared,
                                    copies=problem.copies_of(name),
-                                   cpus=problem.cpus_of(name)))
+                                   cpus=problem.cpus_of(name), devices=devices))
     tp = []
     for s in problem.tp_stages:
         for rank, name in enumerate(tp_rank_names(pl, s)):
@@ -68,10 +72,13 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
     by_name = {s.name: s for s in stages}
     gpus = []
     for g in problem.gpu_ids:
-        on = problem.stages_on(g)
-        procs = [grp.name for grp in groups if grp.gpu == g] + [t.name for t in tp if t.gpu == g]
-        copies = {m: grp.copies for grp in groups for m in grp.stages}
-        total = sum(copies.get(s, 1) * round((by_name[s].fraction or 0) * SCALE) for s in on)
+        copies = {s: problem.copies_on(s, a.process.get(s), g) for s in problem.stages_on(g)}
+        on = [s for s, n in copies.items() if n]
+        if not on:
+            continue
+        procs = ([grp.name for grp in groups if g in grp.copy_gpus()]
+                 + [t.name for t in tp if t.gpu == g])
+        total = sum(copies[s] * round((by_name[s].fraction or 0) * SCALE) for s in on)
         missing = ()
         if len(procs) >= 2 and pl.placement.require_memory_fraction_for_colocation:
             missing = tuple(sorted(s for s in on if by_name[s].fraction is None))
@@ -141,6 +148,9 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
         voices=pl.voices,
         cpu=cpu,
         model_paths=pl.model_paths,
+        placement=pl.placement,
+        mps=pl.mps,
+        carried=pl.carried,
     )
     changed = any(grp.changed for grp in groups) or any(
         s.fraction_source == "recommended" for s in stages) or bool(

@@ -35,6 +35,8 @@ class Compute:
     copy_flags: Mapping[str, Copies]  # process -> the flag that set its copies
     cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # process -> pinned CPUs
     pin_flags: Mapping[str, Pin] = field(default_factory=dict)  # process -> the flag that set them
+    # process -> the GPU of each copy (the config's `processes: {P: {gpus: [...]}}`)
+    devices: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def copies_of(self, process: str) -> int:
         return self.copies.get(process, 1)
@@ -42,6 +44,10 @@ class Compute:
     def cpus_of(self, process: str) -> tuple[int, ...]:
         """The CPUs `process` is pinned to; () where the OS places its threads."""
         return self.cpus.get(process, ())
+
+    def devices_of(self, process: str) -> tuple[int, ...]:
+        """The GPU of each copy of `process`; () where every copy runs on its stages' GPU."""
+        return self.devices.get(process, ())
 
     @property
     def asked(self) -> bool:
@@ -86,6 +92,7 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
     processes = tuple(dict.fromkeys(target.values()))
     copies = {p: n for p, n in pipeline.process_copies if p in processes and n > 1}
     cpus = {p: c for p, c in pipeline.process_cpus if p in processes}
+    devices = {p: d for p, d in pipeline.process_gpus if p in processes}
     thread_flags: dict[str, Threads] = {}
     copy_flags: dict[str, Copies] = {}
     pin_flags: dict[str, Pin] = {}
@@ -144,7 +151,41 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
             copy_flags[process] = r
     copies = {p: n for p, n in copies.items() if n > 1 or p in copy_flags}
     diags += _over_pinned(target, threads, copies, cpus, pin_flags)
-    return (Compute(threads, copies, thread_flags, copy_flags, cpus, pin_flags), tuple(diags))
+    devices, device_diags = _copy_devices(pipeline, target, devices, copies, copy_flags)
+    return (Compute(threads, copies, thread_flags, copy_flags, cpus, pin_flags, devices),
+            tuple(diags) + device_diags)
+
+
+def _copy_devices(pipeline: Pipeline, target: Mapping[str, str],
+                  devices: dict[str, tuple[int, ...]], copies: Mapping[str, int],
+                  copy_flags: Mapping[str, Copies]
+                  ) -> tuple[dict[str, tuple[int, ...]], tuple[Diagnostic, ...]]:
+    """The config's GPU of each copy, fitted to the copies asked: `--process-copies P=N` for
+    fewer copies than the config lists keeps the first N; more than it lists has no GPU to name.
+    A group with no GPU stage has nothing to place on them."""
+    out: dict[str, tuple[int, ...]] = {}
+    diags: list[Diagnostic] = []
+    for process, gpus in devices.items():
+        n = copies.get(process, 1)
+        members = [s for s, p in target.items() if p == process]
+        if not any(pipeline.stage(s).on_gpu for s in members):
+            diags.append(Diagnostic(
+                code=CODE, message=f"process {process} lists a GPU for each copy "
+                f"({', '.join(map(str, gpus))}) but runs no GPU stage", stages=tuple(members),
+                because=(f"its stages {', '.join(members)} run on CPU",),
+                hint=f"drop `gpus` (sglang-omni: `replica_devices`) from processes.{process}"))
+        elif n > len(gpus):
+            flag_ = copy_flags[process]
+            diags.append(_bad(
+                flag_, f"asks for {n} copies but the config lists {len(gpus)} GPU"
+                f"{'s' if len(gpus) != 1 else ''} for process {process}",
+                f"processes.{process}.gpus names the GPU of each copy: "
+                f"{', '.join(map(str, gpus))}",
+                f"ask for at most {len(gpus)}, e.g. `{COPIES} {process}={len(gpus)}`, or list "
+                f"{n} GPUs in the config"))
+        else:
+            out[process] = gpus[:n]
+    return out, tuple(diags)
 
 
 def _set_twice(r: ComputeRequest, what: str, first: ComputeRequest,

@@ -8,7 +8,8 @@ Shared field meanings:
 - `nearest`: the requests of the nearest placement that avoids the conflict, from the declared
   topology (`()`: drop every request; None: no placement near the request avoids it).
 - `card`: where a YAML hint goes: the card (and variant) the user started from when no config file
-  was given, else None (the user's own config).
+  was given, an `EngineTarget` when the user spoke an engine's dialect (sglang-omni's file or
+  dotted flags), else None (the user's own config).
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ class CardTarget:
 
     model: str
     variant: str
+
+
+@dataclass(frozen=True)
+class EngineTarget:
+    """A hint for a user who wrote an engine's dialect (sglang-omni): said as its dotted flags
+    and its `stages:` mapping, so that it pastes into what they wrote."""
+
+    dialect: str
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,7 @@ class DeclaredSplit:
     placement: tuple[tuple[str, str], ...] | None  # (stage, process) lines that join them again
     nearest: tuple[Request, ...] | None
     drop_requests: bool  # the config fix replaces the requests that were given
+    card: EngineTarget | None = None  # the user wrote an engine's dialect: the fix is said in it
 
     @property
     def stages(self) -> tuple[str, ...]:

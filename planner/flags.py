@@ -19,6 +19,9 @@ ANY_FLAG = (ISOLATE, ASSIGN, THREADS, COPIES, PIN)
 
 def flag(request: Request | ComputeRequest) -> str:
     """`Isolate("vocoder")` -> `--isolate-stage vocoder`; an Assign read from a flag keeps its text."""
+    spelling = getattr(request, "spelling", None)
+    if spelling is not None:  # sglang-omni's dotted spelling, as typed
+        return spelling
     match request:
         case Isolate(stage=stage):
             return f"{ISOLATE} {stage}"
@@ -62,9 +65,19 @@ _PARSERS = {ISOLATE: lambda v: Isolate(v.strip()), ASSIGN: Assign.parse,
 
 
 def parse(words: Sequence[str]) -> tuple[Request | ComputeRequest, ...]:
-    """`["--isolate-stage", "vocoder", "--stage-threads=vocoder=2"]` -> requests, in order.
+    """`["--isolate-stage", "vocoder", "--stage-threads=vocoder=2"]` -> requests, in order; the
+    dotted `--vocoder.process vocoder` and `--vocoder.env.OMP_NUM_THREADS 2` too (after the rest).
 
     Raises ValueError naming the first word that is not a placement or compute flag."""
+    from planner.dotted import DottedFlags, take
+
+    words, dotted = take(words)
+    given = DottedFlags(dotted)
+    other = [f for f in dotted if f.field != ("process",) and not f.threads]
+    if other:
+        raise ValueError(f"{other[0].spelling!r} sets a stage field, not a placement; only "
+                         "--STAGE.process and --STAGE.env.OMP_NUM_THREADS are placement and "
+                         "compute flags (put other fields in the --config file)")
     out: list[Request | ComputeRequest] = []
     it = iter(words)
     for word in it:
@@ -78,7 +91,7 @@ def parse(words: Sequence[str]) -> tuple[Request | ComputeRequest, ...]:
             if value is None:
                 raise ValueError(f"{option} needs a value")
         out.append(_PARSERS[option](value))
-    return tuple(out)
+    return tuple(out) + given.requests()
 
 
 def placement_only(requests: Iterable[Request | ComputeRequest]) -> tuple[Request, ...]:

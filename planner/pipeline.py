@@ -61,6 +61,23 @@ class ProcessLine:
 
 
 @dataclass(frozen=True)
+class Carried:
+    """A key of an engine's config that the planner does not model (sglang-omni's `engine.*`,
+    `factory.*`, `relay_backend`, ...): kept as given, listed as "carried, not planned" and
+    written back out by the engine writers (`planner.render.engines`)."""
+
+    path: tuple[str, ...]  # e.g. ("stages", "tts_engine", "engine", "mem_fraction_static")
+    value: Any
+
+    @property
+    def key(self) -> str:
+        return ".".join(self.path)
+
+
+MPS_MODES = ("off", "on", "auto")  # sglang-omni's `mps`: CUDA MPS for same-GPU processes
+
+
+@dataclass(frozen=True)
 class PlacementPolicy:
     max_total_gpu_memory_fraction_per_gpu: float = 1.0
     require_memory_fraction_for_colocation: bool = True
@@ -84,6 +101,15 @@ class Pipeline:
     process_copies: tuple[tuple[str, int], ...] = ()
     # `processes: {NAME: {cpus: 0-1}}`: the CPUs a declared process group is pinned to.
     process_cpus: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # `processes: {NAME: {gpus: [1, 2]}}` (sglang-omni's `replica_devices`): the GPU of each copy
+    # of a group, in copy order; a group without one runs every copy on its stages' GPU.
+    process_gpus: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    mps: str | None = None  # `mps: off|on|auto` (None: not said; engines default to off)
+    # Keys of an engine's config the planner does not model, carried through to what it writes.
+    carried: tuple[Carried, ...] = ()
+    # The dialect the user's config (or dotted flags) spoke: "planner" or "sglang-omni"; hints
+    # that say what to write are said in it.
+    dialect: str = "planner"
     model_paths: tuple[str, ...] = ()  # the card's model paths (none for a complete pipeline)
     # Stages whose declared process a config or variant set, away from where the card puts them
     # (every stage of a complete pipeline): the lines a declared split of an unsafe edge is blamed on.

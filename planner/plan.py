@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planner.pipeline import DEFAULT_SAMPLE_RATE
+from planner.pipeline import DEFAULT_SAMPLE_RATE, Carried, PlacementPolicy
 
 Status = Literal["ok", "infeasible", "error"]
 FractionSource = Literal["declared", "recommended"]
@@ -80,12 +80,19 @@ class ProcessGroup:
     # a process's interpreter-lock hand-overs cannot wake a thread onto a CPU where another
     # process's thread runs (docs/tune.md, "Where the cores idle").
     cpus: tuple[int, ...] = ()
+    # The GPU of each copy, in copy order, where its copies do not all run on `gpu`
+    # (`processes: {NAME: {gpus: [...]}}`, sglang-omni's `replica_devices`); () otherwise.
+    devices: tuple[int, ...] = ()
 
     def copy_names(self) -> tuple[str, ...]:
         """`vocoder` for one copy; `vocoder.0`, `vocoder.1`, ... for several."""
         if self.copies == 1:
             return (self.name,)
         return tuple(f"{self.name}.{i}" for i in range(self.copies))
+
+    def copy_gpus(self) -> tuple[int | None, ...]:
+        """The GPU each copy runs its GPU stages on (None: a CPU-only group), in copy order."""
+        return self.devices or (self.gpu,) * self.copies
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,10 @@ class Plan:
     voices: tuple[str, ...] = ()  # the voices a request may name (from the card); () = any
     cpu: CpuUsage | None = None  # threads against the node's CPUs
     model_paths: tuple[str, ...] = ()  # the card's model paths: other names `model` goes by
+    placement: PlacementPolicy = field(default_factory=PlacementPolicy)
+    mps: str | None = None  # `mps: off|on|auto` as the config says (None: not said)
+    # Keys of an engine's config the planner does not model, kept to be written back out.
+    carried: tuple[Carried, ...] = ()
 
     def stage(self, name: str) -> PlannedStage:
         for s in self.stages:
@@ -176,6 +187,13 @@ class Plan:
     def process_count(self) -> int:
         """OS processes the plan starts: every copy of every group, and the TP ranks."""
         return sum(g.copies for g in self.groups) + len(self.tp_processes)
+
+    def gpu_stages(self, gpu: int) -> tuple[str, ...]:
+        """The stages with a copy (or a TP rank) on `gpu`, in pipeline order."""
+        on = {m for g in self.groups if gpu in g.copy_gpus() for m in g.stages
+              if self.stage(m).gpus}
+        on |= {t.stage for t in self.tp_processes if t.gpu == gpu}
+        return tuple(s.name for s in self.stages if s.name in on)
 
     def copies_of(self, stage: str) -> int:
         group = self.group_of(stage)
@@ -220,6 +238,9 @@ class Assign:
     stage: str
     process: str
     text: str | None = field(default=None, compare=False)
+    # The whole flag as typed when it came in sglang-omni's dotted spelling
+    # (`--vocoder.process vocoder`), so that messages quote what the user wrote.
+    spelling: str | None = field(default=None, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> Assign:
@@ -241,6 +262,7 @@ class Threads:
     stage: str
     count: int | None  # None: the text after '=' is not a whole number
     text: str | None = field(default=None, compare=False)
+    spelling: str | None = field(default=None, compare=False)  # as for `Assign`
 
     @classmethod
     def parse(cls, text: str) -> Threads:

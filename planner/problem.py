@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 
 from planner.compute import Compute
-from planner.pipeline import Pipeline
+from planner.pipeline import Pipeline, StageConfig
 from planner.requests import PlacementRequest
 from planner.topology import Baseline, tp_rank_names
 
@@ -42,6 +42,27 @@ class Problem:
         if self.compute is not None:
             return self.compute.cpus_of(process)
         return dict(self.pipeline.process_cpus).get(process, ())
+
+    def devices_of(self, process: str) -> tuple[int, ...]:
+        """The GPU of each copy of `process` where the config names one (`gpus`, sglang-omni's
+        `replica_devices`); () where every copy runs on its stages' declared GPU."""
+        if self.compute is not None:
+            return self.compute.devices_of(process)
+        return dict(self.pipeline.process_gpus).get(process, ())
+
+    def copies_on(self, stage: str, process: str | None, gpu: int) -> int:
+        """How many copies of `stage` hold memory on `gpu` when it runs in `process` (None: a
+        TP stage, whose ranks count once on each of their GPUs): the copies the config puts
+        there, else every copy of the process when the stage is declared on that GPU."""
+        spec = self._specs[stage]
+        if not spec.on_gpu:
+            return 0
+        if process is None or spec.is_tp:
+            return int(gpu in spec.gpus)
+        devices = self.devices_of(process)
+        if devices:
+            return devices.count(gpu)
+        return self.copies_of(process) if gpu in spec.gpus else 0
 
     @functools.cached_property
     def request_of(self) -> dict[str, PlacementRequest]:
@@ -123,11 +144,32 @@ class Problem:
         return out
 
     @functools.cached_property
+    def _specs(self) -> dict[str, StageConfig]:
+        return {s.name: s for s in self.pipeline.stages}
+
+    @functools.cached_property
+    def _on_gpu(self) -> dict[int, tuple[str, ...]]:
+        """GPU -> the stages that may hold memory on it: declared there, or in a process
+        (declared or requested) that puts a copy there; pipeline order."""
+        out: dict[int, list[str]] = {}
+        for s in self.pipeline.stages:
+            if not s.on_gpu:
+                continue
+            if s.is_tp:
+                on = set(s.gpus)
+            else:
+                procs = dict.fromkeys((self.baseline.process[s.name], self.target[s.name]))
+                on = {g for p in procs for g in (self.devices_of(p) or s.gpus)}
+            for g in on:
+                out.setdefault(g, []).append(s.name)
+        return {g: tuple(v) for g, v in sorted(out.items())}
+
+    @property
     def gpu_ids(self) -> tuple[int, ...]:
-        return tuple(sorted({g for s in self.pipeline.stages for g in s.gpus}))
+        return tuple(self._on_gpu)
 
     def stages_on(self, gpu: int) -> tuple[str, ...]:
-        return tuple(s.name for s in self.pipeline.stages if gpu in s.gpus)
+        return self._on_gpu.get(gpu, ())
 
     @property
     def limit_units(self) -> int:

@@ -55,7 +55,7 @@ class Demand:
             return cls((), plan.cpu_demand(), limit)
         per_gpu = []
         for g in plan.gpus:
-            on = [s for s in plan.stages if g.id in s.gpus]
+            on = [plan.stage(s) for s in plan.gpu_stages(g.id)]
             whole = any(s.fraction is None for s in on)
             per_gpu.append((g.id, limit if whole else min(limit, to_units(g.total))))
         return cls(tuple(per_gpu), plan.cpu_demand(), limit)
@@ -252,8 +252,8 @@ def fraction_hint(plan: Plan) -> dict[str, float] | None:
     for l, d in demand.gpus:
         if 2 * d <= demand.limit:
             continue
-        on = [s for s in plan.stages if l in s.gpus]
-        if any(s.is_tp for s in on):
+        on = [plan.stage(s) for s in plan.gpu_stages(l)]
+        if any(s.is_tp for s in on) or any(g.devices for g in plan.groups):
             return None
         known = {s.name: s.fraction or 0.0 for s in on}
         total = sum(known.values())

@@ -148,7 +148,8 @@ class PlacementModel:
             candidates: dict[str, list] = defaultdict(list)
             for s in p.stages_on(g):
                 for proc in self.domains.get(s, ()):
-                    candidates[proc].append(self.x[s, proc])
+                    if p.copies_on(s, proc, g):
+                        candidates[proc].append(self.x[s, proc])
             ons = []
             for proc, xs in candidates.items():
                 on = m.new_bool_var(f"on[{proc},{g}]")

@@ -55,7 +55,8 @@ class ReplicaBundles:
 def processes_by_gpu(plan: Plan) -> dict[str, int | None]:
     """Every worker process of the plan (each copy of each process group, tensor-parallel ranks)
     and the logical GPU it runs on (None: CPU)."""
-    out: dict[str, int | None] = {c: g.gpu for g in plan.groups for c in g.copy_names()}
+    out: dict[str, int | None] = {c: on for g in plan.groups
+                                  for c, on in zip(g.copy_names(), g.copy_gpus())}
     out |= {t.name: t.gpu for t in plan.tp_processes}
     return out
 

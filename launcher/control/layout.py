@@ -101,15 +101,18 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
         import torch
 
         needed = {cuda_index(g) for s in plan.stages for g in s.gpus}
+        needed |= {cuda_index(g) for grp in plan.groups for g in grp.devices}
         count = torch.cuda.device_count()
         if needed and max(needed) >= count:
             raise LaunchError(f"the plan uses GPU {max(needed)} but only {count} CUDA "
                               "device(s) are visible")
 
-    def spec(name: str, rank: int | None = None) -> StageSpec:
+    def spec(name: str, rank: int | None = None, copy_gpu: int | None = None) -> StageSpec:
         hosted_by = home[name]
         s = plan.stage(name)
-        gpu = cuda_index(s.gpus[rank or 0] if s.gpus else None)
+        # A copy the plan places on its own GPU (`ProcessGroup.devices`) runs its stages there.
+        gpu = cuda_index(copy_gpu if copy_gpu is not None and s.gpus
+                         else s.gpus[rank or 0] if s.gpus else None)
         return StageSpec(
             name=name, factory=s.factory, kwargs=tuple(s.factory_kwargs().items()),
             defaults=tuple(defaults.items()),
@@ -126,16 +129,17 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
         fractions = [plan.stage(s).fraction for s in stages
                      if plan.stage(s).gpus and plan.stage(s).fraction is not None]
         shares = [plan.stage(s).gpu_compute_fraction for s in stages if plan.stage(s).gpus]
-        specs = tuple(spec(s) for s in stages)
-        # Each copy a process of its own on the group's GPU, with the group's fraction and
-        # compute share: the planner counted the fraction once per copy.
+        # Each copy a process of its own on its GPU (the group's, or the one the plan names for
+        # that copy), with the group's fraction and compute share: the planner counted the
+        # fraction once per copy on the GPU it runs on.
         units += [Unit(name, (WorkerSpec(
-            name=name, stages=specs, gpu=gpu,
+            name=name, stages=tuple(spec(s, copy_gpu=on) for s in stages),
+            gpu=cuda_index(on) if group.devices else gpu,
             memory_fraction=round(sum(fractions), 6) if gpu is not None and fractions else None,
             shm_prefix=shm_prefix, inline_bytes=inline_bytes,
             gpu_compute_percentage=gpu_compute_percentage(shares) if gpu is not None else None,
             cpus=group.cpus, log_level=log_level,
-        ),)) for name in group.copy_names()]
+        ),)) for name, on in zip(group.copy_names(), group.copy_gpus())]
     backend = "nccl" if cuda else "gloo"
     ranks: dict[str, list[WorkerSpec]] = {}
     for tp in sorted(plan.tp_processes, key=lambda t: t.rank):

@@ -24,8 +24,9 @@ PIPELINE_KEYS = {
     "placement": "max_total_gpu_memory_fraction_per_gpu, require_memory_fraction_for_colocation",
     "sample_rate": f"Hz of the audio the terminal stage returns (default {DEFAULT_SAMPLE_RATE})",
     "voices": "the voice names a request may ask for (default: any)",
-    "processes": "process name -> {copies: N, cpus: CPUS}: OS processes running that group side "
-                 "by side, and the CPUs they may run on",
+    "processes": "process name -> {copies: N, cpus: CPUS, gpus: [IDS]}: OS processes running "
+                 "that group side by side, the CPUs they may run on and the GPU of each",
+    "mps": "off, on or auto: CUDA MPS for processes that share a GPU (sglang-omni's `mps`)",
 }
 CARD_KEYS = {
     "display_name": "human name of the model",
@@ -33,10 +34,11 @@ CARD_KEYS = {
     "architectures": "architecture strings that select this card",
     "variants": "name -> overlay",
     "default_variant": "the variant used when none is asked for",
+    "config_classes": "sglang-omni config class (its `config_cls`) -> the variant it selects",
 }
 STAGE_KEYS = (
     "name", "process", "gpu", "tp_size", "next", "stream_to", "wait_for", "terminal", "factory",
     "args", "runtime", "threads",
 )
-PROCESS_KEYS = ("copies", "cpus")
+PROCESS_KEYS = ("copies", "cpus", "gpus")
 PLACEMENT_KEYS = ("max_total_gpu_memory_fraction_per_gpu", "require_memory_fraction_for_colocation")

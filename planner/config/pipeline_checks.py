@@ -27,8 +27,8 @@ from planner.config.values import (
     read_fraction,
 )
 from planner.errors import ConfigError, ConfigIssue
-from planner.limits import MAX_COPIES, shown
-from planner.pipeline import EdgeResources, Pipeline, PlacementPolicy, StageConfig
+from planner.limits import MAX_COPIES, MAX_GPU_ID, shown
+from planner.pipeline import MPS_MODES, EdgeResources, Pipeline, PlacementPolicy, StageConfig
 from planner.plan import cpu_list
 
 
@@ -89,7 +89,8 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
     policy = _check_placement(scope, raw.get("placement"))
     sample_rate = _check_sample_rate(scope, raw.get("sample_rate"))
     voices = _check_voices(scope, raw.get("voices"))
-    copies, pins = _check_processes(scope, raw.get("processes"))
+    copies, pins, devices = _check_processes(scope, raw.get("processes"))
+    mps = _check_mps(scope, raw.get("mps"))
     if scope.issues:
         raise ConfigError(scope.issues)
     return Pipeline(
@@ -107,6 +108,8 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
         voices=voices,
         process_copies=copies,
         process_cpus=pins,
+        process_gpus=devices,
+        mps=mps,
     )
 
 
@@ -331,19 +334,31 @@ def _check_voices(scope: _Scope, value: Any) -> tuple[str, ...]:
     return ()
 
 
-def _check_processes(scope: _Scope, value: Any) -> tuple[tuple[tuple[str, int], ...],
-                                                      tuple[tuple[str, tuple[int, ...]], ...]]:
-    """`processes: {NAME: {copies: N, cpus: CPUS}}`: copies and pinned CPUs per group. A name no
-    stage runs in is allowed (a variant or a placement flag may create that process); it then
-    has no effect."""
+def _check_mps(scope: _Scope, value: Any) -> str | None:
     if value is None:
-        return (), ()
+        return None
+    if isinstance(value, bool):  # YAML 1.1 reads a bare `on` / `off` as true / false
+        return "on" if value else "off"
+    if value in MPS_MODES:
+        return value
+    scope.issue("mps", f"got {describe(value)}", f"one of {', '.join(MPS_MODES)}")
+    return None
+
+
+def _check_processes(scope: _Scope, value: Any) -> tuple[tuple[tuple[str, int], ...],
+                                                      tuple[tuple[str, tuple[int, ...]], ...],
+                                                      tuple[tuple[str, tuple[int, ...]], ...]]:
+    """`processes: {NAME: {copies: N, cpus: CPUS, gpus: [IDS]}}`: copies, pinned CPUs and the
+    GPU of each copy per group. A name no stage runs in is allowed (a variant or a placement
+    flag may create that process); it then has no effect."""
+    if value is None:
+        return (), (), ()
     example = "e.g. processes: {vocoder: {copies: 2}}"
     if not isinstance(value, dict):
         scope.issue("processes", f"got {describe(value)}", f"a mapping of process name -> "
                     f"{{copies: N}}, {example}")
-        return (), ()
-    out, pins = [], []
+        return (), (), ()
+    out, pins, devices = [], [], []
     for name, entry in value.items():
         key = f"processes.{name}"
         if not check_name(name, scope.source, key, scope.issues, "process", process=True):
@@ -363,10 +378,31 @@ def _check_processes(scope: _Scope, value: Any) -> tuple[tuple[tuple[str, int], 
                             f"e.g. processes: {{{name}: {{cpus: 0-1}}}} or {{cpus: '0,2'}}")
             else:
                 pins.append((name, parsed))
-        n = entry.get("copies", 1)
+        gpus = _copy_gpus(scope, key, entry.get("gpus"))
+        n = entry.get("copies", len(gpus) if gpus else 1)
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_COPIES:
             scope.issue(f"{key}.copies", f"got {shown(n)}",
                         f"a whole number of copies from 1 to {MAX_COPIES}, {example}")
             continue
+        if gpus and len(gpus) != n:
+            scope.issue(f"{key}.gpus", f"lists {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} "
+                        f"for {n} cop{'ies' if n != 1 else 'y'}",
+                        f"give one GPU id per copy, e.g. gpus: {[gpus[0]] * n}")
+            continue
         out.append((name, n))
-    return tuple(out), tuple(pins)
+        if gpus:
+            devices.append((name, gpus))
+    return tuple(out), tuple(pins), tuple(devices)
+
+
+def _copy_gpus(scope: _Scope, key: str, value: Any) -> tuple[int, ...]:
+    """`gpus: [1, 2]`: the GPU of each copy, in copy order; () when absent or reported."""
+    if value is None:
+        return ()
+    if (isinstance(value, list) and value and all(
+            isinstance(g, int) and not isinstance(g, bool) and 0 <= g <= MAX_GPU_ID
+            for g in value)):
+        return tuple(value)
+    scope.issue(f"{key}.gpus", f"got {shown(value)}",
+                f"a list of GPU ids from 0 to {MAX_GPU_ID}, one per copy, e.g. gpus: [0, 1]")
+    return ()

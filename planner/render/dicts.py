@@ -129,6 +129,7 @@ def result_dict(result: Result) -> dict[str, Any]:
         "groups": [
             {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed,
              "copies": g.copies, "cpus": list(g.cpus) or None,
+             "devices": list(g.devices) or None,
              "memory_mib": plan.process_memory_mib(g.stages)}
             for g in (plan.groups if plan else ())
         ],
@@ -162,6 +163,10 @@ def result_dict(result: Result) -> dict[str, Any]:
             }
             for g in (plan.gpus if plan else ())
         ],
+        "mps": None if plan is None else plan.mps,
+        # keys of an engine's config the planner does not model: kept, written back out
+        "carried": [] if plan is None else [{"key": c.key, "value": c.value}
+                                            for c in plan.carried],
         "warnings": [warning_dict(w) for w in result.warnings],
         "diagnostics": [diagnostic_dict(d) for d in result.diagnostics],
         **({} if result.cluster is None else scale_out_dict(result)),

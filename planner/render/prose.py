@@ -10,6 +10,7 @@ from planner.conflicts import (
     Blame,
     CardTarget,
     ConflictingRecommendation,
+    EngineTarget,
     Conflict,
     DeclaredSplit,
     FusedSplit,
@@ -64,6 +65,18 @@ def fractions_yaml(values: tuple[tuple[str, float], ...]) -> str:
         for s, v in values])
 
 
+def fractions_hint(card: CardTarget | EngineTarget | None,
+                   values: tuple[tuple[str, float], ...]) -> str:
+    """Where to declare these fractions, in the dialect the user wrote: sglang-omni's dotted
+    flags and `stages:` mapping, or the planner's YAML."""
+    if isinstance(card, EngineTarget):
+        flags_ = " ".join(f"--{s}.gpu_memory_fraction {v:g}" for s, v in values)
+        mapping = "\n".join(["stages:"] + [f"  {s}: {{gpu_memory_fraction: {v:g}}}"
+                                           for s, v in values])
+        return f"run with `{flags_}`, or set in your --config file:\n{mapping}"
+    return config_hint(card, fractions_yaml(values))
+
+
 def config_hint(card: CardTarget | None, yaml_text: str) -> str:
     """Where the YAML goes: the user's config, or a new overlay on the card they started from."""
     if card is not None:
@@ -96,7 +109,7 @@ def describe(c: Conflict) -> Prose:
                 f"GPU {c.gpu} would be at {c.total:.3f} of its memory, over the limit "
                 f"{c.limit:.3f} by {c.excess:.3f}", tuple(because),
                 f"shrink GPU {c.gpu} by at least {c.excess:.3f}; "
-                + config_hint(c.card, fractions_yaml(c.proposal)))
+                + fractions_hint(c.card, c.proposal))
         case OverCpus():
             return _over_cpus(c)
         case SpansGpus():
@@ -121,8 +134,10 @@ def describe(c: Conflict) -> Prose:
                 f"{c.process}",
                 (f"TP rank processes are named <process>_tp<rank>, and {', '.join(c.tp_stages)} "
                  f"share one process name",),
-                f"give {c.rename} its own process name; " + config_hint(
-                    c.card, f"stages:\n  - {{name: {c.rename}, process: {c.rename}}}"))
+                f"give {c.rename} its own process name; " + (
+                    f"set in your --config file:\nstages:\n  {c.rename}: {{process: {c.rename}}}"
+                    if isinstance(c.card, EngineTarget) else config_hint(
+                        c.card, f"stages:\n  - {{name: {c.rename}, process: {c.rename}}}")))
         case MissingFraction():
             return _missing_fraction(c)
         case IsolationConflict():
@@ -173,7 +188,11 @@ def _declared_split(c: DeclaredSplit) -> Prose:
     message = f"{who} splits {u} -> {v}, which {c.model} does not support across processes"
     if c.placement is None:
         return Prose(message, tuple(because), f"keep {u} and {v} in one process in {who}")
-    text = "stages:\n" + "\n".join(f"  - {{name: {s}, process: {p}}}" for s, p in c.placement)
+    if isinstance(c.card, EngineTarget):  # sglang-omni's stages mapping
+        text = "stages:\n" + "\n".join(f"  {s}: {{process: {p}}}" for s, p in c.placement)
+    else:
+        text = "stages:\n" + "\n".join(f"  - {{name: {s}, process: {p}}}"
+                                        for s, p in c.placement)
     hint = f"keep {u} and {v} in one process: set in {who}:\n{text}"
     if c.drop_requests:
         hint += "\nand drop the placement flags"
@@ -193,8 +212,10 @@ def _missing_fraction(c: MissingFraction) -> Prose:
     return Prose(
         f"GPU {c.gpu} is shared by processes {', '.join(c.processes)}, but {', '.join(c.missing)} "
         f"declare{'s' if len(c.missing) == 1 else ''} no GPU memory fraction", tuple(because),
-        "declare runtime.resources.total_gpu_memory_fraction for each (sized to your models; "
-        "these shares fit the limit); " + config_hint(c.card, fractions_yaml(c.proposal)))
+        ("declare a gpu_memory_fraction" if isinstance(c.card, EngineTarget) else
+         "declare runtime.resources.total_gpu_memory_fraction")
+        + " for each (sized to your models; these shares fit the limit); "
+        + fractions_hint(c.card, c.proposal))
 
 
 def _count(n: int, thing: str) -> str:
@@ -232,9 +253,8 @@ def _insufficient(c: InsufficientCapacity) -> Prose:
              "add nodes with enough GPUs and CPUs" if c.gpu_need else "add nodes with more CPUs"]
     asked = 1 if c.requested is None else c.requested
     if c.sharing and c.sharing_most is not None and c.sharing_most >= asked:
-        text = fractions_yaml(c.sharing)
         hints.append(f"or let two replicas share a GPU (then {c.sharing_most} fit); "
-                     + config_hint(c.card, text))
+                     + fractions_hint(c.card, c.sharing))
     if c.requested is None:
         return Prose(f"no replica of {c.model} fits on {c.cluster}", tuple(because),
                      "; ".join(hints))

@@ -76,7 +76,9 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
                 f" (compute {_frac(plan.stage(s).gpu_compute_fraction)})"
                 if plan.stage(s).gpu_compute_fraction is not None else "")
             for s in g.stages if plan.stage(s).gpus)
-        row = [g.name, ", ".join(g.stages), "CPU" if g.gpu is None else str(g.gpu), fr or "-",
+        gpu = ("CPU" if g.gpu is None else ", ".join(map(str, g.devices)) if g.devices
+               else str(g.gpu))
+        row = [g.name, ", ".join(g.stages), gpu, fr or "-",
                group_threads(plan, g.stages), str(g.copies)]
         if pinned:
             row.append(cpu_text(g.cpus) if g.cpus else "any")
@@ -112,6 +114,14 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
         out.append(gt)
     if any(s.fraction_source == "recommended" for s in plan.stages):
         out.append(Text("* recommended fraction applied because the request splits its handoff",
+                        style="dim"))
+    if any(g.devices for g in plan.groups):
+        out.append(Text("GPU column: the GPU of each copy, in copy order", style="dim"))
+    if plan.mps is not None:
+        out.append(Text(f"MPS: {plan.mps} (written to engine configs; `planner serve` starts no "
+                        "MPS daemon)", style="dim"))
+    if plan.carried:
+        out.append(Text("carried, not planned: " + ", ".join(c.key for c in plan.carried),
                         style="dim"))
     return out
 

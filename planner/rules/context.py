@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from planner.conflicts import Blame, CardTarget
+from planner.conflicts import Blame, CardTarget, EngineTarget
 from planner.plan import Assign, Fix, Isolate, Request
 from planner.problem import Problem, to_units
 from planner.rules.base import Rule
@@ -63,8 +63,10 @@ class Explanation:
                 out.append(Blame(request=r.request, stage=r.stage, process=r.process, noop=r.noop))
         return tuple(out)
 
-    def card_target(self) -> CardTarget | None:
+    def card_target(self) -> CardTarget | EngineTarget | None:
         pl = self.problem.pipeline
+        if pl.dialect != "planner":
+            return EngineTarget(pl.dialect)
         return CardTarget(pl.name, pl.variant) if pl.source.startswith("card ") else None
 
     def fractions_when_requested(self, gpu: int) -> dict[str, int]:

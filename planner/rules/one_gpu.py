@@ -16,7 +16,9 @@ STATEMENT = "one process holds stages on at most one GPU"
 def encode(model) -> None:
     gpus_of_proc: dict[str, list] = defaultdict(list)
     for (proc, _), on in model.on.items():
-        gpus_of_proc[proc].append(on)
+        # A process whose copies the config places GPU by GPU runs each copy on one GPU.
+        if not model.problem.devices_of(proc):
+            gpus_of_proc[proc].append(on)
     for proc, ons in sorted(gpus_of_proc.items()):
         if len(ons) >= 2:
             lit = model.literal(Rule("one-gpu", process=proc))

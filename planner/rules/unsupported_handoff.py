@@ -6,7 +6,9 @@ YAML line, as a request would be."""
 
 from __future__ import annotations
 
-from planner.conflicts import Conflict, DeclaredSplit, MovedBy, Stay, UnsupportedHandoff
+from planner.conflicts import (
+    Conflict, DeclaredSplit, EngineTarget, MovedBy, Stay, UnsupportedHandoff,
+)
 from planner.plan import Fix
 from planner.rules.base import Rule, RuleKind
 from planner.rules.context import Explanation, placement_requests
@@ -71,7 +73,8 @@ def _declared(ctx: Explanation, rule: Rule) -> tuple[Conflict, Fix | None]:
         stays=stays, declared_by=pl.source,
         blamed=tuple(sorted({m.line.source for m in lines})) or (pl.source,),
         placement=placement,
-        nearest=None if a is None else placement_requests(p, a), drop_requests=bool(p.requests))
+        nearest=None if a is None else placement_requests(p, a), drop_requests=bool(p.requests),
+        card=target if isinstance(target := ctx.card_target(), EngineTarget) else None)
     fix = None if placement is None else Fix(
         requests=(), config={"stages": [{"name": s, "process": q} for s, q in placement]})
     return conflict, fix

@@ -156,7 +156,7 @@ def test_the_command_writes_the_file_on_stdout_and_the_notes_on_stderr(tmp_path)
     assert app["args"]["config"] == {"model": "piper-joe",
                                      "stages": [{"name": "vocoder", "threads": 2}]}
     assert _deployments(config)["vocoder"]["ray_actor_options"]["num_cpus"] == 2
-    assert r.stderr.startswith("note: ray-serve cannot say a pipeline copy on one node")
+    assert r.stderr.startswith("note: ray-serve cannot express: a pipeline copy on one node")
     assert r.stdout.startswith("# Ray Serve config for piper-joe (variant default)")
 
 

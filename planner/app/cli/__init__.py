@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from planner.app.cli import bench, models, serve, show, solve, tune
 from planner.app.cli.console import EXIT_BROKEN_PIPE, error
+from planner.dotted import DottedError, DottedFlags, take
 from planner.errors import ConfigError
 from planner.plan import EXIT_INVALID
 
@@ -78,9 +79,42 @@ def _unknown(parser: argparse.ArgumentParser, command: str | None, extras: list[
     return f"{where} does not take {', '.join(said)}; see `{help_command}` for what it takes."
 
 
+# The commands that take sglang-omni's dotted stage flags (`--vocoder.process vocoder`) beside
+# the placement flags; the others say where such a flag goes instead.
+DOTTED = ("solve", "serve")
+_DOTTED_ELSEWHERE = {
+    "bench": "give placements with --placement NAME='FLAGS' (e.g. --placement "
+             "split='--vocoder.process vocoder') and other stage fields in the --config file",
+    "tune": "tune searches the placements itself; put other stage fields in the --config file",
+}
+
+
+def _split_dotted(argv: list[str]) -> tuple[list[str], DottedFlags]:
+    """The words argparse reads, and the dotted flags taken out before it reads them (argparse
+    would take an unknown flag's value for the MODEL positional)."""
+    at = next((i for i, w in enumerate(argv) if w in COMMANDS), None)
+    if at is None:
+        return argv, DottedFlags()
+    rest, flags = take(argv[at + 1:])
+    dotted = DottedFlags(flags)
+    if flags and argv[at] not in DOTTED:
+        where = _DOTTED_ELSEWHERE.get(
+            argv[at], "put stage fields in the --config file (sglang-omni's stages: mapping)")
+        raise DottedError(f"`planner {argv[at]}` does not take sglang-omni's dotted stage flags "
+                          f"({flags[0].spelling}); {where}.")
+    dotted.requests()  # a thread count given twice over: said before anything runs
+    dotted.overrides()
+    return argv[:at + 1] + rest, dotted
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args, extras = parser.parse_known_args(argv)
+    try:
+        words, dotted = _split_dotted(list(sys.argv[1:] if argv is None else argv))
+    except DottedError as err:
+        return error(str(err))
+    args, extras = parser.parse_known_args(words)
+    args.dotted = dotted
     if extras:
         return error(_unknown(parser, args.command, extras))
     if args.command is None:

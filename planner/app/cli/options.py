@@ -5,11 +5,13 @@ these)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
 
 from planner.app.cli.declared import Declared, Flag, option
+from planner.dotted import DottedFlags
 from planner.flags import from_options
 from planner.limits import MAX_COUNT
 from planner.plan import ComputeRequest, Request
@@ -128,12 +130,22 @@ class ModelChoice(Declared):
         help="YAML config: an overlay on a card (`model:`) or a complete pipeline"))
     variant: str | None = option(Flag(
         "--variant", metavar="V", help="card variant (default: the card's default)"))
+    # Stage fields from sglang-omni's dotted flags (`--vocoder.gpu_memory_fraction 0.1`), over
+    # the config: an sglang-omni `stages:` mapping (None: none given). Not an option of its own:
+    # the dotted flags are read before argparse (planner.app.cli).
+    overrides: dict | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ModelChoice:
+        chosen = super().from_args(args)
+        dotted = getattr(args, "dotted", None)
+        return dataclasses.replace(chosen, overrides=dotted.overrides()) if dotted else chosen
 
     def load(self):
         from planner.cards import load_pipeline
 
         return load_pipeline(model_path=self.model_path, config=self.config,
-                             variant=self.variant)
+                             variant=self.variant, overrides=self.overrides)
 
 
 @dataclass(frozen=True)
@@ -146,16 +158,19 @@ class PlacementFlags:
     stage_threads: tuple[str, ...] = ()
     process_copies: tuple[str, ...] = ()
     process_cpus: tuple[str, ...] = ()
+    # sglang-omni's `--STAGE.process P` and `--STAGE.env.OMP_NUM_THREADS N`: the same requests
+    # as `--stage-process STAGE=P` and `--stage-threads STAGE=N`, checked with them as one.
+    dotted: DottedFlags = DottedFlags()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PlacementFlags:
         return cls(tuple(args.isolate_stage), tuple(args.stage_process),
                    tuple(args.stage_threads), tuple(args.process_copies),
-                   tuple(args.process_cpus))
+                   tuple(args.process_cpus), getattr(args, "dotted", DottedFlags()))
 
     def requests(self) -> tuple[Request | ComputeRequest, ...]:
         return from_options(self.isolate, self.stage_process, self.stage_threads,
-                            self.process_copies, self.process_cpus)
+                            self.process_copies, self.process_cpus) + self.dotted.requests()
 
 
 @dataclass(frozen=True)

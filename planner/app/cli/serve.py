@@ -20,7 +20,9 @@ def add_parser(sub) -> None:
         "serve", help="launch the planned process groups behind an HTTP speech endpoint",
         description="Solve the placement, then start one OS process per process group (and per "
                     "tensor-parallel rank) and serve POST /v1/audio/speech. Nothing starts when "
-                    "the placement is invalid.")
+                    "the placement is invalid. sglang-omni's dotted stage flags (--STAGE.FIELD "
+                    "VALUE, e.g. --vocoder.process vocoder) are taken beside the placement flags; "
+                    "--config may be an sglang-omni config (docs/engines.md).")
     add_model_args(p, positional=True)
     add_placement_args(p)
     p.add_argument("--host", default="127.0.0.1",

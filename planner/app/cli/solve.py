@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from planner.api import config_error_result, solve_pipeline
-from planner.app.cli.console import FORMATS, console
+from planner.app.cli.console import FORMATS, console, error
 from planner.app.cli.options import (
     ModelChoice, PlacementFlags, Scale, add_model_args, add_placement_args, add_scale_args,
 )
 from planner.errors import ConfigError
+from planner.render.engines import ENGINE_FORMATS
+
+# Ray Serve's file carries what its application re-solves (the request as given), so it is
+# written from the command's options rather than from the plan alone.
+FILE_FORMATS = (*ENGINE_FORMATS, "ray-serve")
 
 
 def add_parser(sub) -> None:
@@ -17,11 +23,19 @@ def add_parser(sub) -> None:
         "solve", help="preview the topology a placement request produces, or why it cannot work",
         description="Apply --isolate-stage / --stage-process to the declared topology, check "
                     "process-safe handoffs and GPU memory fractions with a constraint solver, and "
-                    "print the resulting process groups or every conflict with a hint.")
+                    "print the resulting process groups or every conflict with a hint. "
+                    "sglang-omni's dotted stage flags (--STAGE.FIELD VALUE, e.g. "
+                    "--vocoder.process vocoder) are taken beside them; --config may be an "
+                    "sglang-omni config (docs/engines.md).")
     add_model_args(p, positional=True)
     add_placement_args(p)
     add_scale_args(p)
-    p.add_argument("--format", choices=(*FORMATS, "ray-serve"), default="table")
+    p.add_argument("--format", choices=FORMATS + FILE_FORMATS, default="table",
+                   help="table (default), json, dot, or the config file an engine takes: "
+                        "sglang-omni, vllm-omni, ray-serve (what it cannot express is said in "
+                        "the file and on stderr)")
+    p.add_argument("--output", "-o", metavar="FILE",
+                   help="with an engine --format: write the file here instead of stdout")
 
 
 def solve(model: ModelChoice, placement: PlacementFlags, scale: Scale):
@@ -52,12 +66,14 @@ def _cluster(spec: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output and args.format not in FILE_FORMATS:
+        return error(f"--output writes an engine's config file; add --format "
+                     f"{' or --format '.join(FILE_FORMATS)}, or drop --output (--format "
+                     f"{args.format} prints on stdout).")
     pipeline, result = solve(ModelChoice.from_args(args), PlacementFlags.from_args(args),
                              Scale.from_args(args))
-    if args.format == "ray-serve":
-        from planner.app.cli.solve_ray_serve import write  # a Ray Serve config file
-
-        return write(args, result)
+    if args.format in FILE_FORMATS:
+        return _engine_file(args, result)
     if args.format == "json":
         from planner.render.dicts import result_json  # each format loads its own renderer
 
@@ -70,4 +86,37 @@ def run(args: argparse.Namespace) -> int:
         from planner.render.text import render_result
 
         render_result(console(), result)
+    return result.exit_code
+
+
+def _engine_file(args: argparse.Namespace, result) -> int:
+    """The plan in an engine's config language, on stdout or in --output; an infeasible or
+    invalid request prints its diagnostics on stderr and writes nothing."""
+    from planner.render.engines import write_plan
+    from planner.render.text import render_result
+
+    err = console(stderr=True)
+    if not result.ok:
+        render_result(err, result)
+        return result.exit_code
+    if args.format == "ray-serve":
+        from planner.app.cli.solve_ray_serve import ray_serve_text
+
+        written = ray_serve_text(args, result)
+        if isinstance(written, str):
+            return error(written)
+    else:
+        written = write_plan(result.plan, args.format, packing=result.packing)
+    if args.output:
+        try:
+            Path(args.output).write_text(written.text, encoding="utf-8")
+        except OSError as exc:
+            return error(f"--output {args.output}: cannot write it ({exc.strerror or exc}); give "
+                         "a file in a directory you can write to.")
+    else:
+        print(written.text, end="")
+    for fact in written.unsaid:
+        err.print(f"note: {args.format} cannot express: {fact}", markup=False, highlight=False)
+    if args.output:
+        err.print(f"wrote {args.output}", markup=False, highlight=False)
     return result.exit_code

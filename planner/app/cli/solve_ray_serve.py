@@ -1,23 +1,21 @@
-"""`planner solve ... --format ray-serve`: the plan as a Ray Serve config file on stdout, and on
-stderr a line for each thing the plan decides that the file cannot say."""
+"""`planner solve ... --format ray-serve`: the plan as a Ray Serve config file. Unlike the other
+engines' files it carries the request as the user gave it (model, config, variant, flags), which
+its application re-solves where it runs."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from planner.app.cli.console import console, error
 from planner.app.cli.options import ModelChoice, PlacementFlags
 from planner.plan import Result
+from planner.render.engine_text import EngineFile
 
 
-def write(args: argparse.Namespace, result: Result) -> int:
+def ray_serve_text(args: argparse.Namespace, result: Result) -> EngineFile | str:
+    """The file for a feasible result, or the one paragraph saying why the plan cannot run on
+    Ray Serve."""
     from planner.render.ray_serve import Asked, Unwritable, ray_serve_file
-    from planner.render.text import render_result
 
-    if not result.ok:  # the diagnostics, as the table format gives them; no file
-        render_result(console(stderr=True), result)
-        return result.exit_code
     model = ModelChoice.from_args(args)
     config = None
     if model.config is not None:
@@ -29,8 +27,5 @@ def write(args: argparse.Namespace, result: Result) -> int:
     try:
         written = ray_serve_file(result, asked)
     except Unwritable as exc:
-        return error(f"--format ray-serve: {exc}")
-    sys.stdout.write(written.text)
-    for note in written.notes:
-        print(f"note: ray-serve cannot say {note}", file=sys.stderr)
-    return result.exit_code
+        return f"--format ray-serve: {exc}"
+    return EngineFile("ray-serve", written.text, written.notes)

@@ -1,0 +1,101 @@
+"""What the engine writers share: the written file (`EngineFile`) and YAML text written by hand, so
+that a fact the target cannot say sits as a comment beside the keys it can, in a fixed order."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from planner.plan import Plan
+
+if TYPE_CHECKING:
+    from planner.replicas import Packing
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # how a stage's threads are said in env
+
+
+@dataclass(frozen=True)
+class EngineFile:
+    """One plan in an engine's language."""
+
+    format: str  # e.g. "sglang-omni"
+    text: str  # the file, with a comment for everything it cannot say
+    unsaid: tuple[str, ...]  # what the target cannot express, one sentence each
+
+
+# -- YAML text, written by hand: comments where a fact cannot be said, keys in a fixed order -------
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "none", "~"}
+
+
+def scalar(value: Any) -> str:
+    """One YAML value on one line: plain where YAML reads it back as the same string, JSON
+    (a subset of YAML flow syntax) otherwise."""
+    if isinstance(value, str):
+        if _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS:
+            return value
+        return json.dumps(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else json.dumps(str(value))
+    if value is None:
+        return "null"
+    return json.dumps(value)
+
+
+def block(mapping: Mapping[str, Any], indent: int = 0) -> list[str]:
+    """A mapping as indented YAML lines; nested mappings as blocks, everything else inline."""
+    pad = " " * indent
+    out: list[str] = []
+    for key, value in mapping.items():
+        if isinstance(value, Mapping) and value:
+            out.append(f"{pad}{scalar(str(key))}:")
+            out += block(value, indent + 2)
+        else:
+            out.append(f"{pad}{scalar(str(key))}: {scalar(value)}")
+    return out
+
+
+def nested(paths: Mapping[tuple[str, ...], Any]) -> dict[str, Any]:
+    """{("engine", "mem_fraction_static"): 0.35} -> {"engine": {"mem_fraction_static": 0.35}}."""
+    out: dict[str, Any] = {}
+    for path, value in paths.items():
+        at = out
+        for key in path[:-1]:
+            at = at.setdefault(key, {})
+        at[path[-1]] = value
+    return out
+
+
+def comment(text: str, indent: int = 0, width: int = 96) -> list[str]:
+    """`text` as `# ` comment lines of at most `width` characters."""
+    pad = " " * indent + "# "
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        if line and len(pad) + len(line) + 1 + len(word) > width:
+            lines.append(pad + line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + ([pad + line] if line else [])
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    return {var: str(threads) for var in THREAD_VARS}
+
+
+def replica_commands(plan: Plan, packing: Packing, serve: Callable[[str, int], str]
+                     ) -> list[str]:
+    """One serve command per replica (`serve(cuda_visible_devices, port)`), on its node."""
+    logical = [g.id for g in plan.gpus]
+    out, ports = [], {}
+    for r in packing.replicas:
+        port = ports[r.node] = ports.get(r.node, 29999) + 1
+        where = dict(r.gpus)
+        visible = (",".join(str(where[l]) for l in logical)
+                   if logical == list(range(len(logical))) else "")
+        out.append(f"{r.node}: {serve(visible, port)}")
+    return out
