@@ -190,7 +190,9 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
             raise ConfigError(skipped)
         lines = overlay_lines(pipeline, card.raw["stages"],
                               [*_variant_layer(card, chosen), (source, user)])
-        moved = any(line.source == source for _, line in lines)
+        # The config declares the layout when it moves a stage or sets its compute otherwise.
+        moved = any(line.source == source for _, line in lines) or _compute_of(pipeline) != \
+            _compute_of(build_pipeline(base, name=card.name, variant=chosen, source=source))
         return replace(pipeline, over_card=True, model_paths=card.model_paths, process_lines=lines,
                        declared_by="config" if moved else "card")
 
@@ -203,6 +205,14 @@ def load_pipeline(model_path: str | None = None, config: str | Path | dict[str, 
     lines = overlay_lines(pipeline, card.raw["stages"], _variant_layer(card, chosen))
     return replace(pipeline, over_card=True, model_paths=card.model_paths, process_lines=lines,
                    declared_by="card")
+
+
+def _compute_of(pipeline: Pipeline) -> tuple:
+    """Each stage's threads, and the copies and CPUs of each process a stage runs in."""
+    used = {s.process or s.name for s in pipeline.stages}
+    return (tuple((s.name, s.threads or 1) for s in pipeline.stages),
+            tuple(sorted((p, n) for p, n in pipeline.process_copies if p in used and n != 1)),
+            tuple(sorted((p, c) for p, c in pipeline.process_cpus if p in used)))
 
 
 def _variant_layer(card: Card, variant: str) -> list[tuple[str, dict[str, Any]]]:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from planner.flags import COPIES, PIN, THREADS, flag
 from planner.limits import MAX_COPIES, MAX_THREADS
 from planner.pipeline import Pipeline
-from planner.plan import ComputeRequest, Copies, Diagnostic, Pin, Threads, cpu_text
+from planner.conflicts import OverPinned
+from planner.plan import ComputeRequest, Copies, Diagnostic, Fix, Pin, Threads, cpu_text
 
 CODE = "invalid-compute"
 
@@ -57,30 +58,35 @@ def _stage_of(pipeline: Pipeline, name: str) -> str | None:
 
 
 def _bad(request: ComputeRequest, message: str, because: str, hint: str,
-         stages: tuple[str, ...] = ()) -> Diagnostic:
+         stages: tuple[str, ...] = (), instead: ComputeRequest | None = None) -> Diagnostic:
+    """A request error; `instead`: the request the hint writes in its place (else: drop it)."""
     return Diagnostic(code=CODE, message=f"`{flag(request)}` {message}", stages=stages,
-                      because=(because,), hint=hint)
+                      because=(because,), hint=hint,
+                      fix=Fix(drop=(request,), add=(instead,) if instead is not None else ()))
 
 
 def _count_problem(request: ComputeRequest, what: str, most: int, example: str) -> Diagnostic | None:
     option = THREADS if isinstance(request, Threads) else COPIES
     name = request.stage if isinstance(request, Threads) else request.process
     if not name or request.text is not None and "=" not in request.text:
+        instead = type(request)(name or example, 2)
         return _bad(request, f"is not {'STAGE' if option == THREADS else 'PROCESS'}=N",
                     f"{option} reads left to right: give {what} a whole number",
-                    f"write it as `{option} {name or example}=2`")
+                    f"write it as `{flag(instead)}`", instead=instead)
     if request.count is None or not 1 <= request.count <= most:
         shown = "not a whole number" if request.count is None else f"{request.count}"
+        instead = type(request)(name, 2)
         return _bad(request, f"asks for {shown} {what}",
                     f"{what} are a whole number from 1 to {most}",
-                    f"write it as `{option} {name}=2`")
+                    f"write it as `{flag(instead)}`", instead=instead)
     return None
 
 
-def resolve(pipeline: Pipeline, target: Mapping[str, str],
-            given: Sequence[ComputeRequest]) -> tuple[Compute, tuple[Diagnostic, ...]]:
+def resolve(pipeline: Pipeline, target: Mapping[str, str], given: Sequence[ComputeRequest],
+            node: Sequence[int] | None = None) -> tuple[Compute, tuple[Diagnostic, ...]]:
     """Resolve compute requests against `pipeline`, whose non-TP stages are asked to run in
-    `target` (stage -> process). Every request error is a diagnostic; valid requests still apply."""
+    `target` (stage -> process), for a node with CPUs `node` (None: not known). Every request
+    error is a diagnostic; valid requests still apply."""
     diags: list[Diagnostic] = []
     threads = {s.name: s.threads or 1 for s in pipeline.stages}
     processes = tuple(dict.fromkeys(target.values()))
@@ -98,6 +104,7 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
                 continue
             stage = _stage_of(pipeline, r.stage)
             if stage is None:
+                instead = Threads(example, r.count)
                 diags.append(Diagnostic(
                     code="unknown-stage",
                     message=f"`{flag(r)}` names {r.stage!r}, which is neither a stage nor a role "
@@ -105,7 +112,8 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
                     stages=(r.stage,),
                     because=(f"the stages of {pipeline.name} are "
                              f"{', '.join(pipeline.stage_names)}",),
-                    hint=f"name one of those stages, e.g. `{THREADS} {example}={r.count}`"))
+                    hint=f"name one of those stages, e.g. `{flag(instead)}`",
+                    fix=Fix(drop=(r,), add=(instead,))))
                 continue
             if stage in thread_flags:
                 diags.append(_set_twice(r, f"the threads of {stage}", thread_flags[stage],
@@ -115,10 +123,11 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
             thread_flags[stage] = r
         elif isinstance(r, Pin):
             if not r.process or r.text is not None and "=" not in r.text or not r.cpus:
+                instead = Pin(r.process or processes[-1], tuple(node or (0,))[:2])
                 diags.append(_bad(r, "is not PROCESS=CPUS",
                                   f"{PIN} reads a process group, '=', and the CPUs its copies may "
                                   "run on: a CPU, a range or a comma list, as taskset reads them",
-                                  f"write it as `{PIN} {r.process or processes[-1]}=0-1`"))
+                                  f"write it as `{flag(instead)}`", instead=instead))
                 continue
             process = _group_named(r, pipeline, target, processes, diags)
             if process is None:
@@ -143,14 +152,14 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str],
             copies[process] = r.count
             copy_flags[process] = r
     copies = {p: n for p, n in copies.items() if n > 1 or p in copy_flags}
-    diags += _over_pinned(target, threads, copies, cpus, pin_flags)
-    return (Compute(threads, copies, thread_flags, copy_flags, cpus, pin_flags), tuple(diags))
+    asked = Compute(threads, copies, thread_flags, copy_flags, cpus, pin_flags)
+    return asked, tuple(diags) + _over_pinned(pipeline, target, asked, node)
 
 
 def _set_twice(r: ComputeRequest, what: str, first: ComputeRequest,
                stages: tuple[str, ...] = ()) -> Diagnostic:
     return _bad(r, f"sets {what} a second time", f"`{flag(first)}` already sets them",
-                f"keep one of them, e.g. `{flag(r)}`", stages)
+                "keep one of them: drop this one", stages)
 
 
 def _group_named(r: Copies | Pin, pipeline: Pipeline, target: Mapping[str, str],
@@ -169,43 +178,53 @@ def _group_named(r: Copies | Pin, pipeline: Pipeline, target: Mapping[str, str],
         diags.append(_bad(
             r, f"{verb} tensor-parallel stage {stage}",
             f"{stage} runs one process per rank; its ranks are not {done}",
-            f"drop `{flag(r)}`; {'copy' if done == 'copied' else 'pin'} the process groups "
-            "around it instead", (stage,)))
+            f"drop it; {'copy' if done == 'copied' else 'pin'} the process groups around it "
+            "instead", (stage,)))
     else:
+        instead = type(r)(processes[-1], r.count if isinstance(r, Copies) else r.cpus)
         diags.append(_bad(
             r, f"names {r.process!r}, which is neither a process group nor a stage",
             f"the process groups of this placement are {', '.join(processes)}",
-            f"name one of them, e.g. `{option} {processes[-1]}={example}`"))
+            f"name one of them, e.g. `{flag(instead)}`", instead=instead))
     return None
 
 
-def _over_pinned(target: Mapping[str, str], threads: Mapping[str, int],
-                 copies: Mapping[str, int], cpus: Mapping[str, tuple[int, ...]],
-                 pin_flags: Mapping[str, Pin]) -> list[Diagnostic]:
+def _over_pinned(pipeline: Pipeline, target: Mapping[str, str], asked: Compute,
+                 node: Sequence[int] | None) -> tuple[Diagnostic, ...]:
     """A pinned group's copies share its CPUs, so one stage's threads in every copy must fit
     them (the node-wide form of this is the `over-cpus` rule); more would queue for CPUs the
-    plan itself withheld."""
+    plan itself withheld. The fix pins the group to as many CPUs (where the node has them), or
+    gives the stage as many threads as its share of the pinned CPUs."""
     out = []
-    for process, pinned in cpus.items():
-        n = copies.get(process, 1)
-        over = [(s, threads[s]) for s, p in target.items() if p == process
-                and threads[s] * n > len(pinned)]
+    for process, pinned in asked.cpus.items():
+        n = asked.copies_of(process)
+        over = [(s, asked.threads[s]) for s, p in target.items() if p == process
+                and asked.threads[s] * n > len(pinned)]
         if not over:
             continue
         stage, widest = max(over, key=lambda sv: sv[1])
-        need = widest * n
-        set_by = (f"`{flag(pin_flags[process])}`" if process in pin_flags
-                  else "the config's `processes:`")
-        shown = f"{process}={cpu_text(pinned)}"
-        out.append(Diagnostic(
-            code=CODE,
-            message=f"process {process} is pinned to {len(pinned)} CPU"
-                    f"{'s' if len(pinned) != 1 else ''} ({shown}, set by {set_by}) but its "
-                    f"stage {stage} runs {widest} thread{'s' if widest != 1 else ''}"
-                    + (f" in each of its {n} copies" if n > 1 else ""),
-            stages=(stage,),
-            because=(f"a pinned process's threads, every copy's, run on its CPUs alone, and "
-                     f"{stage}'s {need} would take turns on {len(pinned)}",),
-            hint=f"pin it to {need} CPUs, e.g. `{PIN} {process}=0-{need - 1}`, or give {stage} "
-                 f"fewer threads: `{THREADS} {stage}={max(1, len(pinned) // n)}`"))
-    return out
+        pin_flag, thread_flag = asked.pin_flags.get(process), asked.thread_flags.get(stage)
+        conflict = OverPinned(
+            process=process, stage=stage, threads=widest, copies=n, pinned=pinned,
+            pin_flag=pin_flag, thread_flag=thread_flag, copy_flag=asked.copy_flags.get(process),
+            declared_threads=thread_flag is None and pipeline.stage(stage).threads is not None)
+        fewer = Fix(drop=(thread_flag,) if thread_flag else (),
+                    add=(Threads(stage, max(1, len(pinned) // n)),))
+        wider = _wider_pin(process, pinned, widest * n, node, asked)
+        fix = fewer if wider is None else Fix(drop=(pin_flag,) if pin_flag else (),
+                                              add=(wider,), otherwise=fewer)
+        # Worded where the library words every typed conflict (`planner.api.worded`).
+        out.append(Diagnostic(code=CODE, message="", stages=(stage,), fix=fix,
+                              conflict=conflict))
+    return tuple(out)
+
+
+def _wider_pin(process: str, pinned: tuple[int, ...], need: int, node: Sequence[int] | None,
+               asked: Compute) -> Pin | None:
+    """A pin of `process` to `need` CPUs of the node: its own first, then CPUs no other group is
+    pinned to; None where the node has too few (or is not known)."""
+    if node is None or len(node) < need:
+        return None
+    others = {c for p, cs in asked.cpus.items() if p != process for c in cs}
+    order = [c for c in pinned if c in node] + [c for c in node if c not in others] + list(node)
+    return Pin(process, tuple(sorted(list(dict.fromkeys(order))[:need])))

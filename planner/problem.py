@@ -25,6 +25,7 @@ class Problem:
     any_option: bool  # recommendations apply only when a placement option is present
     compute: Compute | None = None  # threads and copies as asked (None: as the config declares)
     cpus: int | None = None  # the node's CPUs that threads are counted against (None: unknown)
+    cpu_ids: tuple[int, ...] | None = None  # which CPUs those are, that pins may name
 
     @functools.cached_property
     def threads(self) -> dict[str, int]:

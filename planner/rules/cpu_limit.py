@@ -52,14 +52,17 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
     if copies <= cpus and any(n > 1 for _, n in over):
         fit = max(1, cpus // copies)
         proposal: tuple[ComputeRequest, ...] = tuple(Threads(s, fit) for s, _ in over)
-        kept = tuple(r for r in asked if isinstance(r, Copies))
     else:
         proposal = (Copies(process, max(1, cpus // widest)),)
-        kept = tuple(r for r in asked if isinstance(r, Threads))
+    replaced = tuple(r for r in asked if type(r) is type(proposal[0]))
+    flagged = {r.stage for r in asked if isinstance(r, Threads)}
     conflict = OverCpus(process=process, threads=over, copies=copies, cpus=cpus,
-                        asked=tuple(asked), placement=ctx.blames(core), proposal=proposal,
-                        card=ctx.card_target())
-    return conflict, Fix(compute=kept + proposal)
+                        asked=tuple(asked),
+                        declared=tuple(s for s, _ in over if s not in flagged
+                                       and p.pipeline.stage(s).threads is not None),
+                        placement=ctx.blames(core), proposal=proposal,
+                        card=ctx.card_target(), ranks=rule.stage is not None)
+    return conflict, Fix(drop=replaced, add=proposal)
 
 
 RULE = RuleKind(kind="cpus", codes=(CODE,), statement=STATEMENT, placement_hard=False,

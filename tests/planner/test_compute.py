@@ -105,12 +105,12 @@ def test_what_cannot_run_at_once_is_over_cpus_and_its_fix_fits(requests, isolate
     r = solve(*requests, isolate=isolate, cpus=2)
     assert r.status == "infeasible" and r.exit_code == 1
     (d,) = r.diagnostics
-    assert d.code == "over-cpus" and "2 CPUs" in d.message and d.hint
-    fixed = solve(*d.fix.compute, isolate=isolate, cpus=2)
+    assert d.code == "over-cpus" and "the node has 2 CPUs" in d.because and d.hint
+    fixed = solve(*d.fix.applied(requests), isolate=isolate, cpus=2)
     assert fixed.ok, fixed.diagnostics
     # The fix keeps what it can of the request: copies stay when threads can shrink.
     asked = {type(q): q.count for q in requests}
-    got = {type(q): q.count for q in d.fix.compute}
+    got = {type(q): q.count for q in d.fix.applied(requests)}
     if Copies in asked and Threads in asked:
         assert got[Copies] == asked[Copies]
 

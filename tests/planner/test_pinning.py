@@ -73,14 +73,23 @@ def test_a_stage_with_more_threads_than_its_pinned_cpus_is_refused_and_the_hint_
     r = solve(Threads("vocoder", 2), Pin.parse("vocoder=0"), isolate=["vocoder"])
     assert r.status == "error"
     d = r.diagnostics[0]
-    assert "pinned to 1 CPU" in d.message and "runs 2 threads" in d.message
-    assert "--process-cpus vocoder=0-1" in d.hint and "--stage-threads vocoder=1" in d.hint
-    assert solve(Threads("vocoder", 2), Pin.parse("vocoder=0-1"), isolate=["vocoder"]).ok
+    assert d.message == ("process vocoder cannot run vocoder's threads at once on the CPUs it is "
+                         "pinned to")
+    assert d.because == ("`--process-cpus vocoder=0` pins process vocoder to CPU 0",
+                         "`--stage-threads vocoder=2` gives vocoder 2 threads")
+    assert d.hint == ("pin it to 2 CPUs: replace `--process-cpus vocoder=0` with "
+                      "`--process-cpus vocoder=0-1`; or give vocoder fewer threads: replace "
+                      "`--stage-threads vocoder=2` with `--stage-threads vocoder=1`")
+    asked = (Threads("vocoder", 2), Pin.parse("vocoder=0"))
+    for fix in d.fix.choices:
+        assert solve(*fix.applied(asked), isolate=["vocoder"]).ok
 
 
 def test_copies_of_a_pinned_group_share_its_cpus():
     r = solve(planner.plan.Copies("vocoder", 2), Pin.parse("vocoder=0"), isolate=["vocoder"])
-    assert r.status == "error" and "in each of its 2 copies" in r.diagnostics[0].message
+    assert r.status == "error" and "in every copy" in r.diagnostics[0].message
+    assert ("`--process-copies vocoder=2` runs 2 copies of process vocoder, which share its CPUs"
+            in r.diagnostics[0].because)
     r = solve(planner.plan.Copies("vocoder", 2), Pin.parse("vocoder=0-1"), isolate=["vocoder"])
     assert r.ok and r.plan.group_of("vocoder").cpus == (0, 1)
 
