@@ -186,7 +186,7 @@ def _problem(pipeline: Pipeline, given: Sequence[Request | ComputeRequest],
     baseline = declared_baseline(pipeline)
     parsed = parse_requests(pipeline, baseline, placement_only(given))
     problem = Problem(pipeline=pipeline, baseline=baseline, requests=parsed.requests,
-                      any_option=parsed.any_option)
+                      any_option=parsed.any_option, duplicates=parsed.duplicates)
     cpu_ids = _node_cpus(cpus) if count_cpus else None
     asked, compute_diags = compute.resolve(pipeline, problem.target, compute_only(given), cpu_ids)
     problem = dataclasses.replace(problem, compute=asked, cpu_ids=cpu_ids,

@@ -14,8 +14,8 @@ placement requests' are; whether the values fit the node's CPUs is a placement r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from planner.flags import COPIES, PIN, THREADS, flag
 from planner.limits import MAX_COPIES, MAX_THREADS
@@ -36,6 +36,13 @@ class Compute:
     copy_flags: Mapping[str, Copies]  # process -> the flag that set its copies
     cpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # process -> pinned CPUs
     pin_flags: Mapping[str, Pin] = field(default_factory=dict)  # process -> the flag that set them
+    # Flags that set a value again, by the flag that set it first (each an `invalid-compute`
+    # error): a fix that replaces the value drops them too.
+    repeats: Mapping[ComputeRequest, tuple[ComputeRequest, ...]] = field(default_factory=dict)
+
+    def setting(self, first: ComputeRequest | None) -> tuple[ComputeRequest, ...]:
+        """`first` (the flag that set a value) and every later flag that set it again."""
+        return () if first is None else (first,) + tuple(self.repeats.get(first, ()))
 
     def copies_of(self, process: str) -> int:
         return self.copies.get(process, 1)
@@ -59,27 +66,74 @@ def _stage_of(pipeline: Pipeline, name: str) -> str | None:
 
 def _bad(request: ComputeRequest, message: str, because: str, hint: str,
          stages: tuple[str, ...] = (), instead: ComputeRequest | None = None) -> Diagnostic:
-    """A request error; `instead`: the request the hint writes in its place (else: drop it)."""
+    """A request error. With `instead`, the hint is `hint` and the request to write in its
+    place; without, dropping it (`hint` says why where it ends in "drop it")."""
+    if instead is not None:
+        hint = f"{hint} `{flag(instead)}`"
+    elif not hint.startswith("drop it"):
+        hint = "drop it"
     return Diagnostic(code=CODE, message=f"`{flag(request)}` {message}", stages=stages,
                       because=(because,), hint=hint,
                       fix=Fix(drop=(request,), add=(instead,) if instead is not None else ()))
 
 
-def _count_problem(request: ComputeRequest, what: str, most: int, example: str) -> Diagnostic | None:
+def _count_problem(request: ComputeRequest, what: str, most: int,
+                   instead: Callable[[str], ComputeRequest | None]) -> Diagnostic | None:
     option = THREADS if isinstance(request, Threads) else COPIES
     name = request.stage if isinstance(request, Threads) else request.process
     if not name or request.text is not None and "=" not in request.text:
-        instead = type(request)(name or example, 2)
         return _bad(request, f"is not {'STAGE' if option == THREADS else 'PROCESS'}=N",
                     f"{option} reads left to right: give {what} a whole number",
-                    f"write it as `{flag(instead)}`", instead=instead)
+                    "write it as", instead=instead(name))
     if request.count is None or not 1 <= request.count <= most:
         shown = "not a whole number" if request.count is None else f"{request.count}"
-        instead = type(request)(name, 2)
         return _bad(request, f"asks for {shown} {what}",
                     f"{what} are a whole number from 1 to {most}",
-                    f"write it as `{flag(instead)}`", instead=instead)
+                    "write it as", instead=instead(name))
     return None
+
+
+class _Free:
+    """Requests a hint may write in place of a wrong one without setting what another flag of
+    the command already sets (which would only trade one error for another)."""
+
+    def __init__(self, pipeline: Pipeline, target: Mapping[str, str],
+                 given: Sequence[ComputeRequest], node: Sequence[int] | None):
+        self.pipeline, self.target, self.node = pipeline, target, node
+        self.processes = tuple(dict.fromkeys(target.values()))
+        self.taken = {k for r in given if (k := self._key(r)) is not None}
+
+    def _group(self, name: str) -> str | None:
+        if name in self.processes:
+            return name
+        stage = _stage_of(self.pipeline, name)
+        return self.target.get(stage) if stage is not None else None
+
+    def _key(self, r: ComputeRequest) -> tuple | None:
+        if isinstance(r, Threads):
+            ok = r.count is not None and 1 <= r.count <= MAX_THREADS
+            return (Threads, _stage_of(self.pipeline, r.stage)) if ok and r.stage else None
+        ok = bool(r.cpus) if isinstance(r, Pin) else (
+            r.count is not None and 1 <= r.count <= MAX_COPIES)
+        group = self._group(r.process) if r.process else None
+        return (type(r), group) if ok and group is not None else None
+
+    def threads(self, name: str, count: int = 2) -> Threads | None:
+        names = ([name] if _stage_of(self.pipeline, name) else []) + list(
+            reversed(self.pipeline.stage_names))
+        return next((Threads(n, count) for n in names
+                     if (Threads, _stage_of(self.pipeline, n)) not in self.taken), None)
+
+    def copies(self, name: str, count: int = 2) -> Copies | None:
+        return self._grouped(Copies, name, count)
+
+    def pin(self, name: str, cpus: tuple[int, ...] | None = None) -> Pin | None:
+        return self._grouped(Pin, name, cpus or tuple(self.node or (0,))[:2])
+
+    def _grouped(self, kind, name: str, value):
+        names = ([name] if self._group(name) else []) + list(reversed(self.processes))
+        return next((kind(n, value) for n in names
+                     if (kind, self._group(n)) not in self.taken), None)
 
 
 def resolve(pipeline: Pipeline, target: Mapping[str, str], given: Sequence[ComputeRequest],
@@ -95,16 +149,17 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str], given: Sequence[Compu
     thread_flags: dict[str, Threads] = {}
     copy_flags: dict[str, Copies] = {}
     pin_flags: dict[str, Pin] = {}
-    example = pipeline.stage_names[-1]
+    free = _Free(pipeline, target, given, node)
+    repeats: dict[ComputeRequest, list[ComputeRequest]] = {}
     for r in given:
         if isinstance(r, Threads):
-            problem = _count_problem(r, "threads", MAX_THREADS, example)
+            problem = _count_problem(r, "threads", MAX_THREADS, free.threads)
             if problem is not None:
                 diags.append(problem)
                 continue
             stage = _stage_of(pipeline, r.stage)
             if stage is None:
-                instead = Threads(example, r.count)
+                instead = free.threads("", r.count)
                 diags.append(Diagnostic(
                     code="unknown-stage",
                     message=f"`{flag(r)}` names {r.stage!r}, which is neither a stage nor a role "
@@ -112,58 +167,62 @@ def resolve(pipeline: Pipeline, target: Mapping[str, str], given: Sequence[Compu
                     stages=(r.stage,),
                     because=(f"the stages of {pipeline.name} are "
                              f"{', '.join(pipeline.stage_names)}",),
-                    hint=f"name one of those stages, e.g. `{flag(instead)}`",
-                    fix=Fix(drop=(r,), add=(instead,))))
+                    hint=f"name one of those stages, e.g. `{flag(instead)}`" if instead
+                    else "drop it: every stage's threads are set already",
+                    fix=Fix(drop=(r,), add=(instead,) if instead else ())))
                 continue
             if stage in thread_flags:
                 diags.append(_set_twice(r, f"the threads of {stage}", thread_flags[stage],
                                         (stage,)))
+                repeats.setdefault(thread_flags[stage], []).append(r)
                 continue
             threads[stage] = r.count
             thread_flags[stage] = r
         elif isinstance(r, Pin):
             if not r.process or r.text is not None and "=" not in r.text or not r.cpus:
-                instead = Pin(r.process or processes[-1], tuple(node or (0,))[:2])
                 diags.append(_bad(r, "is not PROCESS=CPUS",
                                   f"{PIN} reads a process group, '=', and the CPUs its copies may "
                                   "run on: a CPU, a range or a comma list, as taskset reads them",
-                                  f"write it as `{flag(instead)}`", instead=instead))
+                                  "write it as", instead=free.pin(r.process)))
                 continue
-            process = _group_named(r, pipeline, target, processes, diags)
+            process = _group_named(r, pipeline, target, processes, diags, free)
             if process is None:
                 continue
             if process in pin_flags:
                 diags.append(_set_twice(r, f"the CPUs of process {process}", pin_flags[process]))
+                repeats.setdefault(pin_flags[process], []).append(r)
                 continue
             cpus[process] = r.cpus
             pin_flags[process] = r
         else:
-            problem = _count_problem(r, "copies", MAX_COPIES, processes[-1])
+            problem = _count_problem(r, "copies", MAX_COPIES, free.copies)
             if problem is not None:
                 diags.append(problem)
                 continue
-            process = _group_named(r, pipeline, target, processes, diags)
+            process = _group_named(r, pipeline, target, processes, diags, free)
             if process is None:
                 continue
             if process in copy_flags:
                 diags.append(_set_twice(r, f"the copies of process {process}",
                                         copy_flags[process]))
+                repeats.setdefault(copy_flags[process], []).append(r)
                 continue
             copies[process] = r.count
             copy_flags[process] = r
     copies = {p: n for p, n in copies.items() if n > 1 or p in copy_flags}
-    asked = Compute(threads, copies, thread_flags, copy_flags, cpus, pin_flags)
+    asked = Compute(threads, copies, thread_flags, copy_flags, cpus, pin_flags,
+                    {k: tuple(v) for k, v in repeats.items()})
     return asked, tuple(diags) + _over_pinned(pipeline, target, asked, node)
 
 
 def _set_twice(r: ComputeRequest, what: str, first: ComputeRequest,
                stages: tuple[str, ...] = ()) -> Diagnostic:
     return _bad(r, f"sets {what} a second time", f"`{flag(first)}` already sets them",
-                "keep one of them: drop this one", stages)
+                "drop it: one flag sets them", stages)
 
 
 def _group_named(r: Copies | Pin, pipeline: Pipeline, target: Mapping[str, str],
-                 processes: tuple[str, ...], diags: list[Diagnostic]) -> str | None:
+                 processes: tuple[str, ...], diags: list[Diagnostic], free: _Free) -> str | None:
     """The process group a `--process-copies`/`--process-cpus` request names (a stage names the
     group that holds it), or None with the diagnostic added."""
     if r.process in processes:
@@ -171,9 +230,7 @@ def _group_named(r: Copies | Pin, pipeline: Pipeline, target: Mapping[str, str],
     stage = _stage_of(pipeline, r.process)
     if stage is not None and stage in target:
         return target[stage]
-    option, verb, done = ((COPIES, "copies", "copied") if isinstance(r, Copies)
-                          else (PIN, "pins", "pinned"))
-    example = (f"{r.count}" if isinstance(r, Copies) else cpu_text(r.cpus or (0,)))
+    verb, done = ("copies", "copied") if isinstance(r, Copies) else ("pins", "pinned")
     if stage is not None:
         diags.append(_bad(
             r, f"{verb} tensor-parallel stage {stage}",
@@ -181,11 +238,11 @@ def _group_named(r: Copies | Pin, pipeline: Pipeline, target: Mapping[str, str],
             f"drop it; {'copy' if done == 'copied' else 'pin'} the process groups around it "
             "instead", (stage,)))
     else:
-        instead = type(r)(processes[-1], r.count if isinstance(r, Copies) else r.cpus)
+        instead = free.copies("", r.count) if isinstance(r, Copies) else free.pin("", r.cpus)
         diags.append(_bad(
             r, f"names {r.process!r}, which is neither a process group nor a stage",
             f"the process groups of this placement are {', '.join(processes)}",
-            f"name one of them, e.g. `{flag(instead)}`", instead=instead))
+            "name one of them, e.g.", instead=instead))
     return None
 
 
@@ -208,11 +265,22 @@ def _over_pinned(pipeline: Pipeline, target: Mapping[str, str], asked: Compute,
             process=process, stage=stage, threads=widest, copies=n, pinned=pinned,
             pin_flag=pin_flag, thread_flag=thread_flag, copy_flag=asked.copy_flags.get(process),
             declared_threads=thread_flag is None and pipeline.stage(stage).threads is not None)
-        fewer = Fix(drop=(thread_flag,) if thread_flag else (),
-                    add=(Threads(stage, max(1, len(pinned) // n)),))
+        room = len(pinned)
+        flags_of = [f for s, _ in over for f in asked.setting(asked.thread_flags.get(s))]
+        fewer = [Fix(drop=tuple(flags_of), add=tuple(Threads(s, room // n) for s, _ in over))
+                 ] if room // n >= 1 else []
+        dropped_copies = asked.setting(asked.copy_flags.get(process))
+        if n > 1 and room // widest >= 1:
+            fewer.append(Fix(drop=dropped_copies, add=(Copies(process, room // widest),)))
+        if not fewer:  # one copy, and each stage as many threads as the pinned CPUs
+            fewer.append(Fix(drop=dropped_copies + tuple(flags_of),
+                             add=(Copies(process, 1),) + tuple(Threads(s, room) for s, _ in over)))
         wider = _wider_pin(process, pinned, widest * n, node, asked)
-        fix = fewer if wider is None else Fix(drop=(pin_flag,) if pin_flag else (),
-                                              add=(wider,), otherwise=fewer)
+        if wider is not None:
+            fewer.insert(0, Fix(drop=asked.setting(pin_flag), add=(wider,)))
+        fix = None
+        for choice in reversed(fewer):
+            fix = replace(choice, otherwise=fix)
         # Worded where the library words every typed conflict (`planner.api.worded`).
         out.append(Diagnostic(code=CODE, message="", stages=(stage,), fix=fix,
                               conflict=conflict))

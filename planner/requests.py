@@ -45,6 +45,9 @@ class ParsedRequests:
     requests: tuple[PlacementRequest, ...]
     diagnostics: tuple[Diagnostic, ...]
     given: tuple[Request, ...]  # every request as given, in order
+    # (stage, request) of the requests that name a stage another request names too: none of
+    # them is taken (`duplicate-assignment`), so a fix that places the stage drops them all.
+    duplicates: tuple[tuple[str, Request], ...] = ()
 
     @property
     def any_option(self) -> bool:
@@ -132,6 +135,7 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline,
         by_stage.setdefault(item[1], []).append(item)
 
     requests: list[PlacementRequest] = []
+    duplicates: list[tuple[str, Request]] = []
     for stage in pipeline.stage_names:
         items = by_stage.get(stage)
         if not items:
@@ -144,10 +148,10 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline,
                 stages=(stage,),
                 because=(f"{named} {'both' if len(items) == 2 else 'all'} resolve to stage "
                          f"{stage}, and one stage runs in one process",),
-                hint=f"keep one of them, e.g. `{flag(items[-1][0])}`: drop "
-                     f"{' '.join(f'`{flag(r)}`' for r, _, _ in items[:-1])}",
+                hint=f"keep one of them: drop {' and '.join(f'`{flag(r)}`' for r, _, _ in items[:-1])}",
                 fix=Fix(drop=tuple(r for r, _, _ in items[:-1])),
             ))
+            duplicates += [(stage, r) for r, _, _ in items]
             continue
         r, _, process = items[0]
         spec = pipeline.stage(stage)
@@ -168,4 +172,5 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline,
             process = baseline.process[stage]
         requests.append(PlacementRequest(stage=stage, process=process, request=r, noop=noop))
 
-    return ParsedRequests(requests=tuple(requests), diagnostics=tuple(diags), given=tuple(given))
+    return ParsedRequests(requests=tuple(requests), diagnostics=tuple(diags), given=tuple(given),
+                          duplicates=tuple(duplicates))

@@ -25,7 +25,7 @@ from planner.conflicts import (
     SpansGpus,
     UnsupportedHandoff,
 )
-from planner.plan import ComputeRequest, Copies, Fix, Isolate, Request, Threads, cpu_text
+from planner.plan import ComputeRequest, Copies, Fix, Isolate, Pin, Request, Threads, cpu_text
 from planner.flags import flag, flags
 
 
@@ -345,9 +345,13 @@ def _over_pinned(c: OverPinned, fix: Fix | None) -> Prose:
     every = " in every copy" if c.copies > 1 else ""
     hints = []
     for choice in (fix.choices if fix is not None else ()):
-        pin = next((r for r in choice.add if not isinstance(r, Threads)), None)
+        pin = next((r for r in choice.add if isinstance(r, Pin)), None)
+        copies = next((r for r in choice.add if isinstance(r, Copies)), None)
         what = (f"pin it to {_count(len(pin.cpus or ()), 'CPU')}" if pin is not None
-                else f"give {c.stage} fewer threads")
+                else "run fewer copies" if copies is not None and len(choice.add) == 1
+                else "give it one copy" if copies is not None
+                else f"give {choice.add[0].stage} fewer threads" if len(choice.add) == 1
+                else "give its stages fewer threads")
         hints.append(f"{what}: {edit_text(choice)}")
     return Prose(f"process {c.process} cannot run {c.stage}'s threads{every} at once on the "
                  f"CPUs it is pinned to", tuple(because), "; or ".join(hints))

@@ -46,7 +46,11 @@ def placement_edit(problem: Problem, a: Assignment) -> Fix:
             kept.add(r.stage)
         else:
             drop.append(r.request)
-    return Fix(drop=tuple(drop), add=tuple(r for s, r in _placed(problem, a) if s not in kept))
+    add = [(s, r) for s, r in _placed(problem, a) if s not in kept]
+    # A stage placed twice is placed nowhere: placing it means dropping those requests too.
+    placed = {s for s, _ in add}
+    drop += [r for s, r in problem.duplicates if s in placed]
+    return Fix(drop=tuple(drop), add=tuple(r for _, r in add))
 
 
 def fraction_overlay(values: dict[str, float]) -> dict:

@@ -60,7 +60,8 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
         node_cpus=node, asked=asked, proposal=proposal, card=ctx.card_target(),
         members=tuple(s for s in p.pipeline.stage_names if p.target.get(s) == process))
     # A flag wins over the config's `processes:`, so the fix is a flag either way.
-    return conflict, Fix(drop=(asked,) if asked is not None else (), add=(proposal,))
+    dropped = p.compute.setting(asked) if p.compute is not None else ()
+    return conflict, Fix(drop=dropped, add=(proposal,))
 
 
 RULE = RuleKind(kind="pins", codes=(CODE,), statement=STATEMENT, placement_hard=False,
