@@ -275,7 +275,9 @@ def _threads_facts(threads: tuple[tuple[str, int], ...], asked: tuple[ComputeReq
     out += [f"{s} runs {_count(n, 'thread')} as {who} declares" for s, n in threads
             if s not in by_flag and s in declared]
     default = [s for s, _ in threads if s not in by_flag and s not in declared]
-    if default:
+    if len(default) > 1 and len(default) == len(threads):
+        out.append("every stage runs 1 thread (the default)")
+    elif default:
         each = " each" if len(default) > 1 else ""
         out.append(f"{_listed(default)} run{'' if default[1:] else 's'} 1 thread{each} "
                    "(the default)")

@@ -111,7 +111,7 @@ def test_compute_diagnostics_word_for_word(model, requests, cpus, message, becau
 def test_copies_from_a_card_and_threads_by_default_are_said_where_they_come_from():
     (d,) = planner.solve("piper-joe", requests=[Copies("pipeline", 3)], cpus=2).diagnostics
     assert d.because == ("`--process-copies pipeline=3` runs 3 copies of process pipeline",
-                         "frontend, acoustic and vocoder run 1 thread each (the default)",
+                         "every stage runs 1 thread (the default)",
                          "the node has 2 CPUs")
     assert d.message == ("process pipeline cannot run the threads of frontend, acoustic or "
                          "vocoder in every copy at once")
