@@ -148,7 +148,27 @@ def test_an_unchanged_openai_client_gets_playable_speech():
             # to the rounding of a chunked decode)
             assert _same_samples(b"".join(streamed.iter_bytes())[44:], body[44:])
         with pytest.raises(openai.BadRequestError, match="voice"):
-            client.audio.speech.create(model="piper-joe", voice="alloy", input="Hi.")
+            client.audio.speech.create(model="piper-joe", voice="nosuch", input="Hi.")
+    finally:
+        _stop(proc)
+
+
+def test_openai_code_ported_as_is_gets_the_voice_of_the_card():
+    # OpenAI's model and voice names, as code written for OpenAI sends them: piper-joe's one
+    # voice answers to `alloy` (docs/serving.md), the same audio as asking for `joe`.
+    openai = pytest.importorskip("openai", reason="the openai client is not installed (dev extra)")
+    proc, port = _serve()
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused",
+                               max_retries=0, timeout=120)
+        ported = client.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCES[0],
+                                            response_format="wav")
+        with wave.open(io.BytesIO(ported.content)) as w:
+            assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (22_050, 1, 2)
+            assert w.getnframes() > 0
+        own = client.audio.speech.create(model="piper-joe", voice="joe", input=SENTENCES[0],
+                                         response_format="wav")
+        assert ported.content == own.content
     finally:
         _stop(proc)
 
