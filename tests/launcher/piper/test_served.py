@@ -159,18 +159,17 @@ def test_openai_code_ported_as_is_gets_the_voice_of_the_card():
     openai = pytest.importorskip("openai", reason="the openai client is not installed (dev extra)")
     proc, port = _serve()
     try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused",
-                               max_retries=0, timeout=120)
-        ported = client.audio.speech.create(model="tts-1", voice="alloy", input=SENTENCES[0],
-                                            response_format="wav")
-        with wave.open(io.BytesIO(ported.content)) as w:
-            assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (22_050, 1, 2)
-            assert w.getnframes() > 0
-        own = client.audio.speech.create(model="piper-joe", voice="joe", input=SENTENCES[0],
-                                         response_format="wav")
-        assert ported.content == own.content
+        speech = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused",
+                               max_retries=0, timeout=120).audio.speech
+        got = {(m, v): speech.create(model=m, voice=v, input=SENTENCES[0],
+                                     response_format="wav").content
+               for m, v in (("tts-1", "alloy"), ("piper-joe", "joe"))}
     finally:
         _stop(proc)
+    with wave.open(io.BytesIO(got["tts-1", "alloy"])) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (22_050, 1, 2)
+        assert w.getnframes() > 0
+    assert got["tts-1", "alloy"] == got["piper-joe", "joe"]
 
 
 def test_serve_without_espeak_ng_exits_2_saying_how_to_install_it():
