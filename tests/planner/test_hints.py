@@ -145,7 +145,7 @@ def check_hints(card, variant, flags, config, cpus):
 
 
 @pytest.mark.parametrize("card, variant", CARDS)
-@settings(max_examples=examples(12, 3), deadline=None,
+@settings(max_examples=examples(15, 4), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_hint_applied_removes_its_diagnostic(card, variant, data):
