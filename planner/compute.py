@@ -21,7 +21,7 @@ from planner.flags import COPIES, PIN, THREADS, flag
 from planner.limits import MAX_COPIES, MAX_THREADS
 from planner.pipeline import Pipeline
 from planner.conflicts import OverPinned
-from planner.plan import ComputeRequest, Copies, Diagnostic, Fix, Pin, Threads, cpu_text
+from planner.plan import ComputeRequest, Copies, Diagnostic, Fix, Pin, Threads
 
 CODE = "invalid-compute"
 
