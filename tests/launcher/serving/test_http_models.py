@@ -13,9 +13,10 @@ import torch
 
 import planner
 from launcher.audio import Audio
-from launcher.serving.catalog import OPENAI_ALIASES, OPENAI_VOICES, Catalog
+from launcher.serving.catalog import OPENAI_ALIASES
 from launcher.serving.http import create_app
 from launcher.serving.replica_set import ReplicaSet
+from launcher.serving.catalog import OPENAI_VOICES, Catalog
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2
