@@ -148,7 +148,8 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline,
                 stages=(stage,),
                 because=(f"{named} {'both' if len(items) == 2 else 'all'} resolve to stage "
                          f"{stage}, and one stage runs in one process",),
-                hint=f"keep one of them: drop {' and '.join(f'`{flag(r)}`' for r, _, _ in items[:-1])}",
+                hint="keep one of them: drop "
+                     + " and ".join(f"`{flag(r)}`" for r, _, _ in items[:-1]),
                 fix=Fix(drop=tuple(r for r, _, _ in items[:-1])),
             ))
             duplicates += [(stage, r) for r, _, _ in items]

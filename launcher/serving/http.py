@@ -12,7 +12,8 @@ Request limits (documented; each violation is a 4xx with a JSON message naming t
   rate, `X-Sample-Rate`), `flac` or `mp3` (with soundfile, see `encode`; not with `stream`) -> else
   400;
 - `voice`: a string of valid Unicode, one of the card's `voices` (or `default`, or for a card of
-  one voice an OpenAI voice name such as `alloy`) when it lists them; `model`: one of the names `GET /v1/models` lists (the card's name, its model paths, OpenAI's
+  one voice an OpenAI voice name such as `alloy`) when it lists them; `model`: one of the names
+  `GET /v1/models` lists (the card's name, its model paths, OpenAI's
   `tts-1`-style names; see `catalog`) or absent; `stream`: a boolean; `speed`: a number from 0.25
   to 4.0 (OpenAI's range; sent to the stages only when given) -> else 400.
   A `null` optional field is the same as an absent one; unknown fields are ignored.

@@ -187,7 +187,7 @@ def test_bad_flags_exit_2_and_over_cpus_exits_1_from_the_command_line():
     assert huge.returncode == 1 and "over-cpus" in huge.stdout + huge.stderr
 
 
-# -- what counts as a change -----------------------------------------------------------------------------
+# -- what counts as a change ----------------------------------------------------------------------
 def test_threads_and_copies_from_flags_count_as_changes_and_a_flag_that_changes_nothing_does_not():
     assert solve(Threads("vocoder", 2), cpus=4).changed
     r = solve(Copies("pipeline", 2), cpus=4)

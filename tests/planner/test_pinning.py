@@ -117,7 +117,7 @@ def test_solve_shows_the_cpus_column_only_for_a_plan_that_pins():
     assert bad.returncode == 2 and "hint:" in bad.stdout + bad.stderr
 
 
-# -- a pin to a CPU the node lacks is a rule `solve` checks (exit 1), as `serve` refuses it ---------
+# -- a pin to a CPU the node lacks is a rule `solve` checks (exit 1), as `serve` refuses it --
 def test_a_pin_to_a_cpu_the_node_lacks_is_refused_with_a_pin_it_has():
     r = solve(Pin.parse("pipeline=5"), cpus=2)
     assert r.status == "infeasible" and r.exit_code == 1
