@@ -56,14 +56,16 @@ def _config_diagnostic(err: ConfigError) -> Diagnostic:
 def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | None = None,
           variant: str | None = None, isolate_stages: Sequence[str] = (),
           stage_processes: Sequence[str] = (),
-          requests: Sequence[Request | ComputeRequest] = (), cpus: int | None = None) -> Result:
+          requests: Sequence[Request | ComputeRequest] = (),
+          cpus: int | Sequence[int] | None = None) -> Result:
     """Plan the placement of a pipeline under the given requests. Never raises for user mistakes.
 
     Requests are typed (`requests=[Isolate("vocoder"), Assign("tts_engine", "engine"),
     Threads("vocoder", 2), Copies("vocoder", 2)]`) or given as the flags' values:
     `isolate_stages=["vocoder"]`, `stage_processes=["vocoder=audio"]` (one string per flag;
     assignments are read first, then isolations, then `requests`). A stage's threads times its
-    process's copies are counted against `cpus` (default: this machine's CPUs). A bare string
+    process's copies are counted against `cpus` (default: this machine's CPUs; a count, or the
+    CPU ids of the node, which `--process-cpus` pins must name). A bare string
     where a sequence is expected is a programming error and raises TypeError (it would otherwise
     be read one character at a time). Everything a user wrote (config, names, requests) comes back
     as diagnostics in the Result.
@@ -134,7 +136,9 @@ def _requests(isolate_stages: Any, stage_processes: Any,
 def worded(diagnostic: Diagnostic) -> Diagnostic:
     """A diagnostic's typed conflict put into sentences: the library's edge, where the values the
     solver and the rules produce become what a person reads (`render.prose`)."""
-    prose = describe(diagnostic.conflict)
+    if diagnostic.conflict is None:  # a request or config error, worded where it was found
+        return diagnostic
+    prose = describe(diagnostic.conflict, diagnostic.fix)
     return dataclasses.replace(diagnostic, message=prose.message, because=prose.because,
                                hint=prose.hint)
 
@@ -142,10 +146,10 @@ def worded(diagnostic: Diagnostic) -> Diagnostic:
 def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                    stage_processes: Sequence[str] = (),
                    requests: Sequence[Request | ComputeRequest] = (),
-                   cpus: int | None = None, count_cpus: bool = True) -> Result:
+                   cpus: int | Sequence[int] | None = None, count_cpus: bool = True) -> Result:
     """`solve` for an already loaded Pipeline; the request arguments are checked the same way.
-    Threads are counted against `cpus` (default: this machine's), not at all without
-    `count_cpus`."""
+    Threads are counted against `cpus` and pins checked against them (default: this machine's;
+    a count stands for CPUs 0 to count - 1), neither without `count_cpus`."""
     problem, parsed = _problem(pipeline, _requests(isolate_stages, stage_processes, requests),
                                cpus, count_cpus)
     model = PlacementModel(problem, check_domains(problem))
@@ -153,7 +157,7 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
 
     explainer = Explainer(problem, NearestPlacement(problem))
     placement = [worded(explainer.explain(core)) for core in cores]
-    diagnostics = in_report_order(parsed.diagnostics) + in_report_order(placement)
+    diagnostics = in_report_order(map(worded, parsed.diagnostics)) + in_report_order(placement)
     if truncated:
         diagnostics += (Diagnostic(
             code=placement[-1].code, message="more conflicts were found than are listed here",
@@ -174,25 +178,36 @@ def solve_pipeline(pipeline: Pipeline, isolate_stages: Sequence[str] = (),
                   declared_by=pipeline.declared_by)
 
 
-def _problem(pipeline: Pipeline, given: Sequence[Request | ComputeRequest], cpus: int | None,
+def _problem(pipeline: Pipeline, given: Sequence[Request | ComputeRequest],
+             cpus: int | Sequence[int] | None,
              count_cpus: bool) -> tuple[Problem, ParsedRequests]:
     """The placement problem the requests pose, and the requests as parsed (with the
     diagnostics of those that could not be taken)."""
     baseline = declared_baseline(pipeline)
     parsed = parse_requests(pipeline, baseline, placement_only(given))
     problem = Problem(pipeline=pipeline, baseline=baseline, requests=parsed.requests,
-                      any_option=parsed.any_option)
-    asked, compute_diags = compute.resolve(pipeline, problem.target, compute_only(given))
-    if count_cpus and cpus is None:
-        from planner.cpus import usable_cpus
-
-        cpus = usable_cpus()
-    problem = dataclasses.replace(problem, compute=asked, cpus=cpus if count_cpus else None)
+                      any_option=parsed.any_option, duplicates=parsed.duplicates)
+    cpu_ids = _node_cpus(cpus) if count_cpus else None
+    asked, compute_diags = compute.resolve(pipeline, problem.target, compute_only(given), cpu_ids)
+    problem = dataclasses.replace(problem, compute=asked, cpu_ids=cpu_ids,
+                                  cpus=None if cpu_ids is None else len(cpu_ids))
     return problem, dataclasses.replace(parsed, diagnostics=parsed.diagnostics + compute_diags)
 
 
+def _node_cpus(cpus: int | Sequence[int] | None) -> tuple[int, ...]:
+    """The CPUs of the node a plan is for: this machine's (those this process may run on) by
+    default, 0 to `cpus` - 1 for a count, or the CPUs named."""
+    if cpus is None:
+        from planner.cpus import usable_cpu_ids
+
+        return usable_cpu_ids()
+    if isinstance(cpus, int):
+        return tuple(range(cpus))
+    return tuple(sorted(set(cpus)))
+
+
 def accepted_plan(pipeline: Pipeline, requests: Sequence[Request | ComputeRequest],
-                  cpus: int | None = None) -> Plan | None:
+                  cpus: int | Sequence[int] | None = None) -> Plan | None:
     """The plan `solve_pipeline` gives for these requests (threads counted against `cpus`,
     default this machine's), or None where it would not give one, without explaining why
     (enumerating placements and compute settings asks this of every candidate)."""
@@ -231,8 +246,9 @@ def solve_replicas(pipeline: Pipeline, cluster: Cluster, replicas: int | None,
     # A replica lives on one node: its threads are counted against the largest node's CPUs (not
     # at all where a node does not say how many it has).
     limited = all(n.cpus is not None for n in cluster.nodes)
+    largest = max(cluster.nodes, key=lambda n: n.cpus or 0)
     result = solve_pipeline(pipeline, requests=requests,
-                            cpus=max(n.cpus for n in cluster.nodes) if limited else None,
+                            cpus=(largest.cpu_ids or largest.cpus) if limited else None,
                             count_cpus=limited)
     if not result.ok:
         return dataclasses.replace(result, cluster=cluster)

@@ -53,17 +53,21 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
         ))
 
     declared = {(name, members) for name, members in groups_of(problem, problem.baseline.process)}
+    declared_copies, declared_cpus = dict(pl.process_copies), dict(pl.process_cpus)
     groups = []
     for name, members in groups_of(problem, a.process):
         gpus = sorted({g for m in members for g in pl.stage(m).gpus})
+        copies, cpus = problem.copies_of(name), problem.cpus_of(name)
         devices = problem.devices_of(name) if gpus else ()
         if gpus and devices == (gpus[0],) * len(devices):
             devices = ()  # every copy where its stages are declared: nothing to say per copy
+        # Changed: other members or name, or threads, copies or CPUs other than declared.
+        changed = ((name, members) not in declared or copies != declared_copies.get(name, 1)
+                   or cpus != declared_cpus.get(name, ())
+                   or any(problem.threads[m] != (pl.stage(m).threads or 1) for m in members))
         groups.append(ProcessGroup(name=name, stages=members,
                                    gpu=devices[0] if devices else gpus[0] if gpus else None,
-                                   changed=(name, members) not in declared,
-                                   copies=problem.copies_of(name),
-                                   cpus=problem.cpus_of(name), devices=devices))
+                                   changed=changed, copies=copies, cpus=cpus, devices=devices))
     tp = []
     for s in problem.tp_stages:
         for rank, name in enumerate(tp_rank_names(pl, s)):
@@ -153,7 +157,6 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
         carried=pl.carried,
     )
     changed = any(grp.changed for grp in groups) or any(
-        s.fraction_source == "recommended" for s in stages) or bool(
-        problem.compute is not None and (problem.compute.thread_flags
-                                         or problem.compute.copy_flags))
+        s.fraction_source == "recommended" for s in stages) or any(
+        threads[t] != (pl.stage(t).threads or 1) for t in problem.tp_stages)
     return plan, tuple(warnings), changed

@@ -333,9 +333,21 @@ def _load(model_path: str | None, variant: str | None, layer: _Layer | None,
         names = [e["name"] for e in user.get("stages", [])]
         lines = tuple((s, replace(line, key=sglang_omni.their_key(line.key, names)))
                       if line.source == source else (s, line) for s, line in lines)
-    moved = any(line.source in (source, FLAGS) for _, line in lines) and user is not None
+    # The config declares the layout when it moves a stage or sets its compute otherwise.
+    moved = user is not None and (
+        any(line.source in (source, FLAGS) for _, line in lines)
+        or _compute_of(pipeline) != _compute_of(build_pipeline(base, name=card.name,
+                                                               variant=chosen, source=where)))
     return replace(pipeline, over_card=True, model_paths=card.model_paths, process_lines=lines,
                    declared_by="config" if moved else "card")
+
+
+def _compute_of(pipeline: Pipeline) -> tuple:
+    """Each stage's threads, and the copies and CPUs of each process a stage runs in."""
+    used = {s.process or s.name for s in pipeline.stages}
+    return (tuple((s.name, s.threads or 1) for s in pipeline.stages),
+            tuple(sorted((p, n) for p, n in pipeline.process_copies if p in used and n != 1)),
+            tuple(sorted((p, c) for p, c in pipeline.process_cpus if p in used)))
 
 
 def _variant_layer(card: Card, variant: str) -> list[tuple[str, dict[str, Any]]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.config import read_yaml
-from planner.cpus import usable_cpus
+from planner.cpus import usable_cpu_ids
 from planner.errors import ConfigError, ConfigIssue
 from planner.limits import (
     MAX_CLUSTER_GPUS, MAX_CPUS_PER_NODE, MAX_GPUS_PER_NODE, MAX_NODES, shown,
@@ -28,6 +28,8 @@ class Node:
     # The node's id in Ray, for nodes read from a running Ray cluster: where `planner serve
     # --backend ray` pins the replicas planned on it. Not part of the node's identity.
     ray_id: str | None = field(default=None, compare=False)
+    # Which CPUs those are, where known (this machine's); else 0 to cpus - 1.
+    cpu_ids: tuple[int, ...] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ def _gpus_here() -> int:
 
 
 def this_machine() -> Cluster:
-    return Cluster((Node("local", _gpus_here(), usable_cpus()),), source="this machine")
+    ids = usable_cpu_ids()
+    return Cluster((Node("local", _gpus_here(), len(ids), cpu_ids=ids),), source="this machine")
 
 
 def from_dict(data: Any, source: str) -> Cluster:

@@ -100,7 +100,6 @@ class DeclaredSplit:
     blamed: tuple[str, ...]  # the sources the message names
     placement: tuple[tuple[str, str], ...] | None  # (stage, process) lines that join them again
     nearest: tuple[Request, ...] | None
-    drop_requests: bool  # the config fix replaces the requests that were given
     card: EngineTarget | None = None  # the user wrote an engine's dialect: the fix is said in it
 
     @property
@@ -153,13 +152,55 @@ class OverCpus:
     copies: int
     cpus: int
     asked: tuple[ComputeRequest, ...]  # the compute flags that set these values
+    declared: tuple[str, ...]  # stages whose threads the config (or card) sets, no flag
     placement: tuple[Blame, ...]  # the placement requests that put the stages in `process`
     proposal: tuple[ComputeRequest, ...]  # values that fit
     card: CardTarget | None
+    ranks: bool = False  # the stage is tensor-parallel: `process` names its rank processes
 
     @property
     def stages(self) -> tuple[str, ...]:
         return tuple(s for s, _ in self.threads)
+
+
+@dataclass(frozen=True)
+class PinOutsideNode:
+    """A process group is pinned to CPUs the node does not have."""
+
+    code: ClassVar[str] = "pin-outside-node"
+    process: str
+    pinned: tuple[int, ...]
+    missing: tuple[int, ...]  # the pinned CPUs the node lacks
+    node_cpus: tuple[int, ...]
+    asked: ComputeRequest | None  # the `--process-cpus` flag; None: the config's `processes:`
+    proposal: ComputeRequest  # a pin to CPUs the node has
+    card: CardTarget | None
+    members: tuple[str, ...] = ()
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return self.members
+
+
+@dataclass(frozen=True)
+class OverPinned:
+    """A pinned process group's stage runs more threads, every copy counted, than it has CPUs
+    (a request error: it is known before any placement is solved)."""
+
+    code: ClassVar[str] = "invalid-compute"
+    process: str
+    stage: str
+    threads: int
+    copies: int
+    pinned: tuple[int, ...]
+    pin_flag: ComputeRequest | None  # None: the config's `processes:` pins it
+    thread_flag: ComputeRequest | None
+    copy_flag: ComputeRequest | None
+    declared_threads: bool  # the config sets the stage's threads (else the default, 1)
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return (self.stage,)
 
 
 @dataclass(frozen=True)
@@ -302,6 +343,6 @@ class InsufficientCapacity:
 
 
 Conflict = (UnsupportedHandoff | DeclaredSplit | ConflictingRecommendation | OverLimit | OverCpus
-            | SpansGpus
+            | PinOutsideNode | OverPinned | SpansGpus
             | RankNameTaken | SharedRankNames | MissingFraction | IsolationConflict | FusedSplit
             | InsufficientCapacity)

@@ -6,6 +6,7 @@ Nothing here decides anything; `planner.solver` builds these and everything down
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -337,17 +338,35 @@ ComputeRequest = Threads | Copies | Pin
 
 @dataclass(frozen=True)
 class Fix:
-    """A machine-applicable form of a hint, so that tests (and tools) can apply it.
+    """What a diagnostic's hint tells the user to change, in a form tools (and tests) apply.
 
-    `requests` replaces the placement requests of the command that produced the diagnostic
-    (None: leave them as they are); `compute` replaces its compute requests (`--stage-threads`,
-    `--process-copies`; None: leave them); `config` is a YAML overlay to add to the config.
+    `drop`: requests of the command to remove, as they were given (one occurrence each); `add`:
+    requests to add; `config`: a YAML overlay (as data) to merge into the config, stage entries by
+    name (a new overlay on the card where no config was given). `otherwise`: the fix the hint
+    offers after "or". Either one, applied, removes the diagnostic it came with.
     """
 
-    requests: tuple[Request, ...] | None = None
+    drop: tuple[Request | ComputeRequest, ...] = ()
+    add: tuple[Request | ComputeRequest, ...] = ()
     config: dict[str, Any] | None = None
-    compute: tuple[ComputeRequest, ...] | None = None
+    otherwise: Fix | None = None
 
+    def applied(self, given: Sequence[Request | ComputeRequest]
+                ) -> tuple[Request | ComputeRequest, ...]:
+        """The command's requests with this fix's edits made (its `config` is the caller's)."""
+        left = list(self.drop)
+        kept = []
+        for r in given:
+            if r in left:
+                left.remove(r)
+            else:
+                kept.append(r)
+        return tuple(kept) + self.add
+
+    @property
+    def choices(self) -> tuple[Fix, ...]:
+        """This fix and every one offered after it, in the hint's order."""
+        return (self,) + (self.otherwise.choices if self.otherwise is not None else ())
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from planner.compute import Compute
 from planner.pipeline import Pipeline, StageConfig
+from planner.plan import Request
 from planner.requests import PlacementRequest
 from planner.topology import Baseline, tp_rank_names
 
@@ -25,6 +26,9 @@ class Problem:
     any_option: bool  # recommendations apply only when a placement option is present
     compute: Compute | None = None  # threads and copies as asked (None: as the config declares)
     cpus: int | None = None  # the node's CPUs that threads are counted against (None: unknown)
+    cpu_ids: tuple[int, ...] | None = None  # which CPUs those are, that pins may name
+    # Requests not taken because another names the same stage: (stage, request as given).
+    duplicates: tuple[tuple[str, Request], ...] = ()
 
     @functools.cached_property
     def threads(self) -> dict[str, int]:

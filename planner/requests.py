@@ -45,6 +45,9 @@ class ParsedRequests:
     requests: tuple[PlacementRequest, ...]
     diagnostics: tuple[Diagnostic, ...]
     given: tuple[Request, ...]  # every request as given, in order
+    # (stage, request) of the requests that name a stage another request names too: none of
+    # them is taken (`duplicate-assignment`), so a fix that places the stage drops them all.
+    duplicates: tuple[tuple[str, Request], ...] = ()
 
     @property
     def any_option(self) -> bool:
@@ -58,17 +61,23 @@ def resolve(pipeline: Pipeline, name: str) -> str | None:
     return pipeline.role_target(name)
 
 
-def _unknown(pipeline: Pipeline, typed: str, flag: str) -> Diagnostic:
+def _unknown(pipeline: Pipeline, r: Request) -> Diagnostic:
     roles = ", ".join(f"{a} -> {t}" for a, t in pipeline.roles) or "none"
     stages = ", ".join(pipeline.stage_names)
-    first = pipeline.stage_names[-1]
+    instead = _renamed(r, pipeline.stage_names[-1])
     return Diagnostic(
         code="unknown-stage",
-        message=f"`{flag}` names {typed!r}, which is neither a stage nor a role of {pipeline.name}",
-        stages=(typed,),
+        message=f"`{flag(r)}` names {r.stage!r}, which is neither a stage nor a role of "
+                f"{pipeline.name}",
+        stages=(r.stage,),
         because=(f"the stages of {pipeline.name} are {stages}; its roles are {roles}",),
-        hint=f"name one of those stages, e.g. `--isolate-stage {first}`",
+        hint=f"name one of those stages, e.g. `{flag(instead)}`",
+        fix=Fix(drop=(r,), add=(instead,)),
     )
+
+
+def _renamed(r: Request, stage: str) -> Request:
+    return Isolate(stage) if isinstance(r, Isolate) else Assign(stage, r.process)
 
 
 def _safe_name(text: str) -> str:
@@ -76,26 +85,30 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]", "_", text).lstrip("-.=") or "process"
 
 
-def _malformed(r: Assign) -> Diagnostic | None:
+def _malformed(r: Assign, example: str) -> Diagnostic | None:
     """invalid-assignment: no '=', an empty part, or a process name the planner cannot use."""
     f = flag(r)
     if not r.has_separator or not r.stage or not r.process:
         missing = "no '='" if not r.has_separator else (
             "an empty stage" if not r.stage else "an empty process")
+        instead = Assign(r.stage or example, r.process or r.stage or example)
         return Diagnostic(
             code="invalid-assignment",
             message=f"`{f}` is not STAGE=PROCESS: it has {missing}",
             stages=(r.stage,) if r.stage else (),
             because=("--stage-process reads left to right: place STAGE in PROCESS",),
-            hint=f"write it as `--stage-process {r.stage or 'vocoder'}={r.process or 'vocoder'}`",
+            hint=f"write it as `{flag(instead)}`",
+            fix=Fix(drop=(r,), add=(instead,)),
         )
     if name_problem(r.process, process=True) is not None:
+        instead = Assign(r.stage, _safe_name(r.process))
         return Diagnostic(
             code="invalid-assignment",
             message=f"`{f}` names process {r.process!r}, which is not a valid process name",
             stages=(r.stage,),
             because=(f"a process name uses {PROCESS_NAME_CHARS}",),
-            hint=f"write it as `--stage-process {r.stage}={_safe_name(r.process)}`",
+            hint=f"write it as `{flag(instead)}`",
+            fix=Fix(drop=(r,), add=(instead,)),
         )
     return None
 
@@ -107,13 +120,13 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline,
     resolved: list[tuple[Request, str, str]] = []  # (request, stage, process)
     for r in given:
         if isinstance(r, Assign):
-            problem = _malformed(r)
+            problem = _malformed(r, pipeline.stage_names[-1])
             if problem is not None:
                 diags.append(problem)
                 continue
         stage = resolve(pipeline, r.stage)
         if stage is None:
-            diags.append(_unknown(pipeline, r.stage, flag(r)))
+            diags.append(_unknown(pipeline, r))
             continue
         resolved.append((r, stage, r.process if isinstance(r, Assign) else stage))
 
@@ -122,6 +135,7 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline,
         by_stage.setdefault(item[1], []).append(item)
 
     requests: list[PlacementRequest] = []
+    duplicates: list[tuple[str, Request]] = []
     for stage in pipeline.stage_names:
         items = by_stage.get(stage)
         if not items:
@@ -130,11 +144,15 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline,
             named = " and ".join(f"`{flag(r)}`" for r, _, _ in items)
             diags.append(Diagnostic(
                 code="duplicate-assignment",
-                message=f"stage {stage} is placed more than once: {named}",
+                message=f"stage {stage} is placed more than once",
                 stages=(stage,),
-                because=(f"{named} all resolve to stage {stage}, and one stage runs in one process",),
-                hint=f"keep one of them, e.g. `{flag(items[-1][0])}`",
+                because=(f"{named} {'both' if len(items) == 2 else 'all'} resolve to stage "
+                         f"{stage}, and one stage runs in one process",),
+                hint="keep one of them: drop "
+                     + " and ".join(f"`{flag(r)}`" for r, _, _ in items[:-1]),
+                fix=Fix(drop=tuple(r for r, _, _ in items[:-1])),
             ))
+            duplicates += [(stage, r) for r, _, _ in items]
             continue
         r, _, process = items[0]
         spec = pipeline.stage(stage)
@@ -146,7 +164,7 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline,
                 because=(f"{stage} already runs one process per rank on GPUs "
                          f"{list(spec.gpus)}, so it cannot be placed in one process",),
                 hint=f"drop `{flag(r)}`; move the stages around it instead",
-                fix=Fix(requests=tuple(g for g in given if flag(g) != flag(r))),
+                fix=Fix(drop=(r,)),
             ))
             continue
         noop = isinstance(r, Isolate) and baseline.runs_alone(stage)
@@ -155,5 +173,5 @@ def parse_requests(pipeline: Pipeline, baseline: Baseline,
             process = baseline.process[stage]
         requests.append(PlacementRequest(stage=stage, process=process, request=r, noop=noop))
 
-    # Hints for request errors are best-effort: a tp-stage fix above lists the remaining requests.
-    return ParsedRequests(requests=tuple(requests), diagnostics=tuple(diags), given=tuple(given))
+    return ParsedRequests(requests=tuple(requests), diagnostics=tuple(diags), given=tuple(given),
+                          duplicates=tuple(duplicates))

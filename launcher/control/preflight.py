@@ -39,8 +39,9 @@ def check(plan) -> None:
 
 
 def _check_cpus(plan) -> None:
-    """A pin is checked here, not in `planner solve`: which CPUs exist is the serving machine's
-    fact (a container or taskset may allow 2-3 of 8), and `solve` may preview for another."""
+    """`planner solve` already refuses a pin to CPUs the node it plans for lacks
+    (`pin-outside-node`); checked again here, on the machine that runs the plan, for a plan made
+    for another node."""
     pinned = [g for g in plan.groups if g.cpus]
     if not pinned:
         return

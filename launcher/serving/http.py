@@ -11,8 +11,9 @@ Request limits (documented; each violation is a 4xx with a JSON message naming t
 - `response_format`: `wav` (default), `pcm` (raw 16-bit little-endian mono at the card's sample
   rate, `X-Sample-Rate`), `flac` or `mp3` (with soundfile, see `encode`; not with `stream`) -> else
   400;
-- `voice`: a string of valid Unicode, one of the card's `voices` (or `default`) when it lists
-  them; `model`: one of the names `GET /v1/models` lists (the card's name, its model paths, OpenAI's
+- `voice`: a string of valid Unicode, one of the card's `voices` (or `default`, or for a card of
+  one voice an OpenAI voice name such as `alloy`) when it lists them; `model`: one of the names
+  `GET /v1/models` lists (the card's name, its model paths, OpenAI's
   `tts-1`-style names; see `catalog`) or absent; `stream`: a boolean; `speed`: a number from 0.25
   to 4.0 (OpenAI's range; sent to the stages only when given) -> else 400.
   A `null` optional field is the same as an absent one; unknown fields are ignored.
@@ -184,6 +185,7 @@ async def _parse(request: Request, max_input_chars: int, catalog: Catalog) -> di
         _unicode("voice", voice)
         if (why := catalog.voice_problem(voice)) is not None:
             raise _BadRequest(400, why, "invalid_voice")
+        voice = catalog.voice_for(voice)
     if model is not None and (why := catalog.model_problem(model)) is not None:
         raise _BadRequest(400, why, "model_not_found")
     stream = body.get("stream")

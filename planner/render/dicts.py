@@ -59,15 +59,16 @@ def request_from_dict(data: dict[str, Any]) -> Request | ComputeRequest:
 
 
 def fix_dict(fix: Fix) -> dict[str, Any]:
-    out = {
-        "flags": None if fix.requests is None else list(flags(fix.requests)),
-        "requests": None if fix.requests is None else [request_dict(r) for r in fix.requests],
+    """A fix as data: the flags to drop and to add (as typed, and as request dicts), the YAML
+    overlay to merge into the config, and the fix offered after "or"."""
+    return {
+        "drop": list(flags(fix.drop)),
+        "add": list(flags(fix.add)),
+        "drop_requests": [request_dict(r) for r in fix.drop],
+        "add_requests": [request_dict(r) for r in fix.add],
         "config": fix.config,
+        "otherwise": fix_dict(fix.otherwise) if fix.otherwise is not None else None,
     }
-    if fix.compute is not None:
-        out["compute_flags"] = list(flags(fix.compute))
-        out["compute"] = [request_dict(r) for r in fix.compute]
-    return out
 
 
 def _plain(value: Any) -> Any:

@@ -19,12 +19,14 @@ from planner.conflicts import (
     MissingFraction,
     OverCpus,
     OverLimit,
+    OverPinned,
+    PinOutsideNode,
     RankNameTaken,
     SharedRankNames,
     SpansGpus,
     UnsupportedHandoff,
 )
-from planner.plan import Isolate, Request, Threads
+from planner.plan import ComputeRequest, Copies, Fix, Isolate, Pin, Request, Threads, cpu_text
 from planner.flags import flag, flags
 
 
@@ -35,7 +37,7 @@ class Prose:
     hint: str
 
 
-def quoted(requests: tuple[Request, ...]) -> str:
+def quoted(requests: tuple[Request | ComputeRequest, ...]) -> str:
     return "`" + " ".join(flags(requests)) + "`"
 
 
@@ -51,12 +53,23 @@ def because_requests(requests: tuple[Blame, ...]) -> list[str]:
     return out
 
 
-def placement_hint(nearest: tuple[Request, ...] | None, what: str) -> str:
-    if nearest is None:
+def edit_text(fix: Fix) -> str:
+    """A fix's edit of the command's flags, as the hint says it: `replace A with B`, `drop A`,
+    `add B`."""
+    if fix.drop and fix.add:
+        return f"replace {quoted(fix.drop)} with {quoted(fix.add)}"
+    if fix.drop:
+        return f"drop {quoted(fix.drop)}"
+    return f"add {quoted(fix.add)}" if fix.add else "change nothing"
+
+
+def placement_hint(fix: Fix | None, what: str, declared: bool = False) -> str:
+    """`what` to do, then the edit that does it; `declared`: the edit leaves the declared
+    topology, which is valid."""
+    if fix is None:
         return f"no placement near this request avoids the conflict; {what}"
-    if not nearest:
-        return f"{what}: drop the placement flags (the declared topology is valid)"
-    return f"{what}: run with {quoted(nearest)} instead"
+    valid = " (the declared topology is valid)" if declared and not fix.add else ""
+    return f"{what}: {edit_text(fix)}{valid}"
 
 
 def fractions_yaml(values: tuple[tuple[str, float], ...]) -> str:
@@ -85,19 +98,21 @@ def config_hint(card: CardTarget | None, yaml_text: str) -> str:
     return f"add to your --config YAML:\n{yaml_text}"
 
 
-def describe(c: Conflict) -> Prose:
+def describe(c: Conflict, fix: Fix | None = None) -> Prose:
+    """The sentences of conflict `c`; its hint says what `fix` (the typed fix it came with) does."""
     match c:
         case UnsupportedHandoff():
-            return _unsupported(c)
+            return _unsupported(c, fix)
         case DeclaredSplit():
-            return _declared_split(c)
+            return _declared_split(c, fix)
         case ConflictingRecommendation():
             listed = "; ".join(f"{v:g} from {e[0]} -> {e[1]}" for e, v in c.recommendations)
             because = because_requests(c.requests) + [
                 f"{c.model} recommends different fractions for {c.stage} on the split handoffs: "
                 f"{listed}"]
             return Prose(f"stage {c.stage} gets conflicting recommended fractions ({listed})",
-                         tuple(because), placement_hint(c.nearest, "split only one of those handoffs"))
+                         tuple(because), placement_hint(fix, "split only one of those handoffs",
+                                                         c.nearest == ()))
         case OverLimit():
             times = dict(c.copies)
             parts = ", ".join(f"{s} {v:g}" + (f" in each of {times[s]} copies" if s in times
@@ -106,20 +121,23 @@ def describe(c: Conflict) -> Prose:
                 f"the stages on GPU {c.gpu} take {parts}, together {c.total:.3f}",
                 f"placement.max_total_gpu_memory_fraction_per_gpu is {c.limit:.3f}"]
             return Prose(
-                f"GPU {c.gpu} would be at {c.total:.3f} of its memory, over the limit "
-                f"{c.limit:.3f} by {c.excess:.3f}", tuple(because),
+                f"GPU {c.gpu} would be over its memory limit by {c.excess:.3f}", tuple(because),
                 f"shrink GPU {c.gpu} by at least {c.excess:.3f}; "
                 + fractions_hint(c.card, c.proposal))
         case OverCpus():
-            return _over_cpus(c)
+            return _over_cpus(c, fix)
+        case PinOutsideNode():
+            return _pin_outside_node(c, fix)
+        case OverPinned():
+            return _over_pinned(c, fix)
         case SpansGpus():
             placed = ", ".join(f"{s} (GPU {g})" for s, g in c.placed)
             because = because_requests(c.requests) + [
                 f"process {c.process} would hold {placed}, and one process drives one GPU"]
             return Prose(f"process {c.process} would span GPUs {', '.join(map(str, c.gpus))}",
                          tuple(because),
-                         placement_hint(c.nearest,
-                                        "keep the stages of each GPU in their own process"))
+                         placement_hint(fix, "keep the stages of each GPU in their own process",
+                                        c.nearest == ()))
         case RankNameTaken():
             because = because_requests(c.requests) + [
                 f"{c.process} is the process of rank {c.rank} of tensor-parallel stage "
@@ -127,7 +145,7 @@ def describe(c: Conflict) -> Prose:
             return Prose(
                 f"process name {c.process} is already taken by a tensor-parallel rank of "
                 f"{c.tp_stage}", tuple(because),
-                placement_hint(c.nearest, "choose another process name"))
+                placement_hint(fix, "choose another process name", c.nearest == ()))
         case SharedRankNames():
             return Prose(
                 f"tensor-parallel stages {' and '.join(c.tp_stages)} both name a rank process "
@@ -145,35 +163,35 @@ def describe(c: Conflict) -> Prose:
             if c.fused_group:
                 because.append(f"fused_stages binds {', '.join(c.fused_group)} into one process")
             return Prose(
-                f"`{flag(c.isolated.request)}` asks {c.isolated.stage} to run alone, but "
-                f"{', '.join(c.others)} would share process {c.isolated.process}", tuple(because),
-                placement_hint(c.nearest, "--isolate-stage only makes singletons; group stages "
-                                          "with --stage-process"))
+                f"{c.isolated.stage}, asked to run alone, would share process "
+                f"{c.isolated.process} with {', '.join(c.others)}", tuple(because),
+                placement_hint(fix, "--isolate-stage only makes singletons; group stages "
+                                    "with --stage-process", c.nearest == ()))
         case FusedSplit():
             because = because_requests(c.requests) + [
                 f"fused_stages binds {', '.join(c.group)} into one process"]
             return Prose(
                 f"{', '.join(c.moved) or c.group[0]} cannot leave fused partner"
                 f"{'s' if len(c.partners) > 1 else ''} {', '.join(c.partners)}", tuple(because),
-                placement_hint(c.nearest, "move the fused stages together"))
+                placement_hint(fix, "move the fused stages together", c.nearest == ()))
         case InsufficientCapacity():
             return _insufficient(c)
     raise TypeError(f"no wording for {type(c).__name__}")
 
 
-def _unsupported(c: UnsupportedHandoff) -> Prose:
+def _unsupported(c: UnsupportedHandoff, fix: Fix | None) -> Prose:
     u, v = c.edge
     because = because_requests(c.requests) + [
         f"{c.model} needs {u} -> {v} inside one process: {c.reason}"]
-    hint = placement_hint(c.nearest, f"keep {u} and {v} in one process")
-    if c.along is not None:
+    hint = placement_hint(fix, f"keep {u} and {v} in one process", c.nearest == ())
+    if fix is not None and fix.otherwise is not None:
         hint += (f"; or, to keep {', '.join(c.moved)} where you asked, move the partner along: "
-                 f"{quoted(c.along)}")
+                 f"{edit_text(fix.otherwise)}")
     return Prose(f"the request splits {u} -> {v}, which {c.model} does not support across "
                  f"processes", tuple(because), hint)
 
 
-def _declared_split(c: DeclaredSplit) -> Prose:
+def _declared_split(c: DeclaredSplit, fix: Fix | None) -> Prose:
     u, v = c.edge
     because = [f"{m.line} puts {m.stage} in process {m.process}" for m in c.lines]
     for stay in c.stays:
@@ -186,7 +204,7 @@ def _declared_split(c: DeclaredSplit) -> Prose:
     because.append(f"{c.model} needs {u} -> {v} inside one process: {c.reason}")
     who = " and ".join(c.blamed)
     message = f"{who} splits {u} -> {v}, which {c.model} does not support across processes"
-    if c.placement is None:
+    if fix is None or c.placement is None:
         return Prose(message, tuple(because), f"keep {u} and {v} in one process in {who}")
     if isinstance(c.card, EngineTarget):  # sglang-omni's stages mapping
         text = "stages:\n" + "\n".join(f"  {s}: {{process: {p}}}" for s, p in c.placement)
@@ -194,9 +212,10 @@ def _declared_split(c: DeclaredSplit) -> Prose:
         text = "stages:\n" + "\n".join(f"  - {{name: {s}, process: {p}}}"
                                         for s, p in c.placement)
     hint = f"keep {u} and {v} in one process: set in {who}:\n{text}"
-    if c.drop_requests:
-        hint += "\nand drop the placement flags"
-    hint += f"\nor, for one run, use {quoted(c.nearest or ())}"
+    if fix.drop:
+        hint += f"\nand drop {quoted(fix.drop)}"
+    if fix.otherwise is not None:
+        hint += f"\nor, for one run, {edit_text(fix.otherwise)}"
     return Prose(message, tuple(because), hint)
 
 
@@ -207,8 +226,7 @@ def _missing_fraction(c: MissingFraction) -> Prose:
                        f"{c.gpu}")
     because.append("placement.require_memory_fraction_for_colocation is true")
     if c.requested:
-        because.append(f"{c.model} recommends no fraction for {', '.join(c.missing)} on this "
-                       f"split")
+        because.append(f"{c.model} recommends no fraction for this split")
     return Prose(
         f"GPU {c.gpu} is shared by processes {', '.join(c.processes)}, but {', '.join(c.missing)} "
         f"declare{'s' if len(c.missing) == 1 else ''} no GPU memory fraction", tuple(because),
@@ -264,21 +282,98 @@ def _insufficient(c: InsufficientCapacity) -> Prose:
                  "; ".join(hints))
 
 
-def _over_cpus(c: OverCpus) -> Prose:
-    set_by = {(type(r), getattr(r, "stage", None)): f"`{flag(r)}`" for r in c.asked}
-    copies_from = next((v for (k, _), v in set_by.items() if k is not Threads),
-                       "the config" if c.copies > 1 else "one copy")
-    parts = ", ".join(
-        f"{s} {n} thread{'s' if n != 1 else ''} "
-        f"({set_by.get((Threads, s), 'the config' if n > 1 else 'the default')})"
-        for s, n in c.threads)
-    busiest = max(n for _, n in c.threads) * c.copies
-    because = because_requests(c.placement) + [
-        f"process {c.process} runs {c.copies} cop{'ies' if c.copies != 1 else 'y'} "
-        f"({copies_from}) of {parts}: up to {busiest} threads of one stage busy at once",
-        f"the node has {c.cpus} CPU{'s' if c.cpus != 1 else ''}"]
-    kept = [r for r in c.asked if type(r) is not type(c.proposal[0])]
-    return Prose(
-        f"process {c.process} would run {busiest} threads of one stage at once on "
-        f"{c.cpus} CPUs", tuple(because),
-        f"ask for what fits: run with {quoted(tuple(kept) + c.proposal)}")
+def _declared_by(card: CardTarget | None) -> str:
+    return "the card" if card is not None else "your config"
+
+
+def _threads_facts(threads: tuple[tuple[str, int], ...], asked: tuple[ComputeRequest, ...],
+                   declared: tuple[str, ...], who: str) -> list[str]:
+    """Where each stage's threads come from: its flag, the config, or the default (one)."""
+    by_flag = {r.stage: r for r in asked if isinstance(r, Threads)}
+    out = [f"`{flag(by_flag[s])}` gives {s} {_count(n, 'thread')}" for s, n in threads
+           if s in by_flag]
+    out += [f"{s} runs {_count(n, 'thread')} as {who} declares" for s, n in threads
+            if s not in by_flag and s in declared]
+    default = [s for s, _ in threads if s not in by_flag and s not in declared]
+    if len(default) > 1 and len(default) == len(threads):
+        out.append("every stage runs 1 thread (the default)")
+    elif default:
+        each = " each" if len(default) > 1 else ""
+        out.append(f"{_listed(default)} run{'' if default[1:] else 's'} 1 thread{each} "
+                   "(the default)")
+    return out
+
+
+def _copies_fact(process: str, copies: int, flag_: ComputeRequest | None, who: str) -> str:
+    if flag_ is not None:
+        return f"`{flag(flag_)}` runs {copies} copies of process {process}"
+    return f"{who} runs {copies} copies of process {process}"
+
+
+def _listed(names: list[str] | tuple[str, ...]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _cpus_named(cpus: tuple[int, ...]) -> str:
+    return f"CPU{'s' if len(cpus) > 1 else ''} {cpu_text(cpus)}"
+
+
+def _over_cpus(c: OverCpus, fix: Fix | None) -> Prose:
+    # The facts once each (the request, the config, the node), then what cannot happen.
+    who = _declared_by(c.card)
+    copy_flag = next((r for r in c.asked if isinstance(r, Copies)), None)
+    because = because_requests(c.placement) if c.copies > 1 else []
+    if c.copies > 1:
+        because.append(_copies_fact(c.process, c.copies, copy_flag, who))
+    because += _threads_facts(c.threads, c.asked, c.declared, who)
+    because.append(f"the node has {_count(c.cpus, 'CPU')}")
+    names = [s for s, _ in c.threads]
+    whose = f"{names[0]}'s threads" if len(names) == 1 else \
+        f"the threads of {', '.join(names[:-1])} or {names[-1]}"
+    if c.ranks:
+        message = f"each rank process of {names[0]} cannot run its threads at once"
+    elif c.copies > 1:
+        message = f"process {c.process} cannot run {whose} in every copy at once"
+    else:
+        message = f"process {c.process} cannot run {whose} at once"
+    hint = f"ask for what fits: {edit_text(fix)}" if fix is not None else "ask for fewer threads"
+    return Prose(message, tuple(because), hint)
+
+
+def _pin_outside_node(c: PinOutsideNode, fix: Fix | None) -> Prose:
+    pinned = f"pins process {c.process} to {_cpus_named(c.pinned)}"
+    because = [f"`{flag(c.asked)}` {pinned}" if c.asked is not None
+               else f"{_declared_by(c.card)} {pinned}",
+               f"the node has {_cpus_named(c.node_cpus)}" if c.node_cpus
+               else "the node has no CPU this process may run on"]
+    some = "a CPU" if len(c.missing) == 1 else "CPUs"
+    hint = ("pin it to CPUs the node has: " + edit_text(fix)) if fix is not None else \
+        "drop the pin"
+    return Prose(f"process {c.process} would run on {some} the node does not have",
+                 tuple(because), hint)
+
+
+def _over_pinned(c: OverPinned, fix: Fix | None) -> Prose:
+    pinned = f"pins process {c.process} to {_cpus_named(c.pinned)}"
+    because = [f"`{flag(c.pin_flag)}` {pinned}" if c.pin_flag is not None
+               else f"the config's `processes:` {pinned}"]
+    if c.copies > 1:
+        because.append(_copies_fact(c.process, c.copies, c.copy_flag, "the config") +
+                       ", which share its CPUs")
+    asked = (c.thread_flag,) if c.thread_flag is not None else ()
+    because += _threads_facts(((c.stage, c.threads),), asked,
+                              (c.stage,) if c.declared_threads else (), "the config")
+    every = " in every copy" if c.copies > 1 else ""
+    hints = []
+    for choice in (fix.choices if fix is not None else ()):
+        pin = next((r for r in choice.add if isinstance(r, Pin)), None)
+        copies = next((r for r in choice.add if isinstance(r, Copies)), None)
+        what = (f"pin it to {_count(len(pin.cpus or ()), 'CPU')}" if pin is not None
+                else "run fewer copies" if copies is not None and len(choice.add) == 1
+                else "give it one copy" if copies is not None
+                else f"give {choice.add[0].stage} fewer threads" if len(choice.add) == 1
+                else "give its stages fewer threads")
+        hints.append(f"{what}: {edit_text(choice)}")
+    return Prose(f"process {c.process} cannot run {c.stage}'s threads{every} at once on the "
+                 f"CPUs it is pinned to", tuple(because), "; or ".join(hints))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from planner.rules import (
     conflicting_recommendation,
     cpu_limit,
+    cpu_pins,
     fusion,
     gpu_limit,
     isolation,
@@ -32,6 +33,7 @@ REGISTRY: tuple[RuleKind, ...] = (
     isolation.RULE,
     fusion.RULE,
     cpu_limit.RULE,
+    cpu_pins.RULE,
 )
 BY_KIND: dict[str, RuleKind] = {r.kind: r for r in REGISTRY}
 # A request is not a rule: it is what a core blames.

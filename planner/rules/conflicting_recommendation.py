@@ -33,7 +33,7 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
         model=ctx.problem.pipeline.name, stage=rule.stage,
         recommendations=tuple((e, u / SCALE) for e, u in recs), requests=ctx.blames(core),
         nearest=nearest)
-    return conflict, ctx.placement_fix(nearest)
+    return conflict, ctx.nearest_fix()
 
 
 RULE = RuleKind(kind="no-conflict", codes=(CODE,), statement=STATEMENT, placement_hard=True,

@@ -16,18 +16,41 @@ if TYPE_CHECKING:
     from planner.solver import Assignment
 
 
-def placement_requests(problem: Problem, a: Assignment) -> tuple[Request, ...]:
-    """The requests that produce assignment `a` from the declared topology."""
-    out: list[Request] = []
+def _placed(problem: Problem, a: Assignment) -> list[tuple[str, Request]]:
+    """(stage, request) for each request that produces assignment `a` from the declared
+    topology."""
+    out: list[tuple[str, Request]] = []
     for s in problem.pipeline.stage_names:
         if s not in a.process:
             continue
         r = problem.request_of.get(s)
         if r is not None and r.alone and s in a.alone_kept and a.process[s] == r.process:
-            out.append(Isolate(r.typed))
+            out.append((s, Isolate(r.typed)))
         elif a.process[s] != problem.baseline.process[s]:
-            out.append(Assign(s, a.process[s]))
-    return tuple(out)
+            out.append((s, Assign(s, a.process[s])))
+    return out
+
+
+def placement_requests(problem: Problem, a: Assignment) -> tuple[Request, ...]:
+    """The requests that produce assignment `a` from the declared topology."""
+    return tuple(r for _, r in _placed(problem, a))
+
+
+def placement_edit(problem: Problem, a: Assignment) -> Fix:
+    """The edit of the command's placement flags that produces assignment `a`: drop the requests
+    `a` does not keep, add the ones it needs; a request it keeps stays as it was typed."""
+    kept: set[str] = set()
+    drop: list[Request] = []
+    for r in problem.requests:
+        if a.process.get(r.stage) == r.process and (not r.alone or r.stage in a.alone_kept):
+            kept.add(r.stage)
+        else:
+            drop.append(r.request)
+    add = [(s, r) for s, r in _placed(problem, a) if s not in kept]
+    # A stage placed twice is placed nowhere: placing it means dropping those requests too.
+    placed = {s for s, _ in add}
+    drop += [r for s, r in problem.duplicates if s in placed]
+    return Fix(drop=tuple(drop), add=tuple(r for _, r in add))
 
 
 def fraction_overlay(values: dict[str, float]) -> dict:
@@ -51,9 +74,11 @@ class Explanation:
         a = self.nearest_to(keep) if keep else self.nearest
         return None if a is None else placement_requests(self.problem, a)
 
-    @staticmethod
-    def placement_fix(nearest: tuple[Request, ...] | None) -> Fix | None:
-        return None if nearest is None else Fix(requests=nearest)
+    def nearest_fix(self, keep: frozenset[str] = frozenset()) -> Fix | None:
+        """The edit of the command's placement flags that reaches the nearest feasible placement
+        (keeping the stages in `keep` where they were asked to run); None where none exists."""
+        a = self.nearest_to(keep) if keep else self.nearest
+        return None if a is None else placement_edit(self.problem, a)
 
     def blames(self, core: list[Rule]) -> tuple[Blame, ...]:
         out = []

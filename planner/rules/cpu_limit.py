@@ -43,23 +43,33 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
     over = tuple((s, p.threads[s]) for s in members if p.threads[s] * copies > cpus)
     widest = max(n for _, n in over)
     compute = p.compute
-    asked: list[ComputeRequest] = [compute.thread_flags[s] for s, _ in over
-                                   if compute is not None and s in compute.thread_flags]
+    thread_flags = {} if compute is None else {s: compute.thread_flags[s] for s, _ in over
+                                               if s in compute.thread_flags}
     copy_flag = None if compute is None else compute.copy_flags.get(process)
+    asked: list[ComputeRequest] = list(thread_flags.values())
     if copy_flag is not None:
         asked.append(copy_flag)
-    # Keep the copies asked for when the threads can shrink to fit them; else fewer copies.
+    # Keep the copies asked for when the threads can shrink to fit them; else fewer copies (and
+    # fewer threads where one copy's are already too many).
     if copies <= cpus and any(n > 1 for _, n in over):
         fit = max(1, cpus // copies)
         proposal: tuple[ComputeRequest, ...] = tuple(Threads(s, fit) for s, _ in over)
-        kept = tuple(r for r in asked if isinstance(r, Copies))
     else:
-        proposal = (Copies(process, max(1, cpus // widest)),)
-        kept = tuple(r for r in asked if isinstance(r, Threads))
+        proposal = (Copies(process, max(1, cpus // widest)),) + tuple(
+            Threads(s, cpus) for s, n in over if n > cpus)
+    shrunk = {r.stage for r in proposal if isinstance(r, Threads)}
+    replaced = [thread_flags[s] for s, _ in over if s in shrunk and s in thread_flags]
+    if copy_flag is not None and any(isinstance(r, Copies) for r in proposal):
+        replaced.append(copy_flag)
+    drop = tuple(f for r in replaced for f in compute.setting(r))  # type: ignore[union-attr]
+    flagged = {r.stage for r in asked if isinstance(r, Threads)}
     conflict = OverCpus(process=process, threads=over, copies=copies, cpus=cpus,
-                        asked=tuple(asked), placement=ctx.blames(core), proposal=proposal,
-                        card=ctx.card_target())
-    return conflict, Fix(compute=kept + proposal)
+                        asked=tuple(asked),
+                        declared=tuple(s for s, _ in over if s not in flagged
+                                       and p.pipeline.stage(s).threads is not None),
+                        placement=ctx.blames(core), proposal=proposal,
+                        card=ctx.card_target(), ranks=rule.stage is not None)
+    return conflict, Fix(drop=drop, add=proposal)
 
 
 RULE = RuleKind(kind="cpus", codes=(CODE,), statement=STATEMENT, placement_hard=False,

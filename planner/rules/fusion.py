@@ -35,7 +35,7 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
         group=group, moved=moved, partners=tuple(m for m in group if m not in moved),
         isolating=any(ctx.problem.request_of[s].alone for s in moved), requests=ctx.blames(core),
         nearest=nearest)
-    return conflict, ctx.placement_fix(nearest)
+    return conflict, ctx.nearest_fix()
 
 
 RULE = RuleKind(kind="fused", codes=CODES, statement=STATEMENT, placement_hard=True,

@@ -37,7 +37,7 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
     conflict = IsolationConflict(
         isolated=Blame(r.request, s, r.process, r.noop), others=tuple(others), fused_group=fused,
         requests=ctx.blames(core), nearest=nearest)
-    return conflict, ctx.placement_fix(nearest)
+    return conflict, ctx.nearest_fix()
 
 
 RULE = RuleKind(kind="alone", codes=(CODE,), statement=STATEMENT, placement_hard=False,

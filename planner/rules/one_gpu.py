@@ -33,7 +33,7 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
         process=rule.process,
         placed=tuple((s, pl.stage(s).gpus[0]) for s in members if pl.stage(s).on_gpu),
         members=members, requests=ctx.blames(core), nearest=nearest)
-    return conflict, ctx.placement_fix(nearest)
+    return conflict, ctx.nearest_fix()
 
 
 RULE = RuleKind(kind="one-gpu", codes=(CODE,), statement=STATEMENT, placement_hard=True,

@@ -24,7 +24,7 @@ def explain_taken(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Confl
     nearest = ctx.nearest_requests()
     conflict = RankNameTaken(process=rule.process, tp_stage=rule.stage,
                              requests=ctx.blames(core), nearest=nearest)
-    return conflict, ctx.placement_fix(nearest)
+    return conflict, ctx.nearest_fix()
 
 
 def encode_shared(model) -> None:

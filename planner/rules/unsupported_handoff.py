@@ -6,12 +6,14 @@ YAML line, as a request would be."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from planner.conflicts import (
     Conflict, DeclaredSplit, EngineTarget, MovedBy, Stay, UnsupportedHandoff,
 )
 from planner.plan import Fix
 from planner.rules.base import Rule, RuleKind
-from planner.rules.context import Explanation, placement_requests
+from planner.rules.context import Explanation, placement_edit, placement_requests
 
 CODE = "unsupported-handoff"
 STATEMENT = "a handoff the model does not declare process-safe stays in one process"
@@ -29,17 +31,20 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
         return _declared(ctx, rule)
     pl = ctx.problem.pipeline
     nearest = ctx.nearest_requests()
+    fix = ctx.nearest_fix()
     # When the nearest fix undoes a move, also offer that move with its partner brought along.
     moved = tuple(sorted(r.stage for r in core if r.kind == "request"))
     along = None
     a = ctx.nearest
     if moved and a is not None and any(a.process[s] != ctx.problem.target[s] for s in moved):
         along = ctx.nearest_requests(frozenset(moved))
+        if fix is not None and along is not None:
+            fix = replace(fix, otherwise=ctx.nearest_fix(frozenset(moved)))
     conflict = UnsupportedHandoff(
         model=pl.name, edge=rule.edge, reason=pl.unsupported_reason(rule.edge) or "",
         requests=ctx.blames(core), nearest=nearest, moved=moved if along is not None else (),
         along=along)
-    return conflict, ctx.placement_fix(nearest)
+    return conflict, fix
 
 
 def _declared(ctx: Explanation, rule: Rule) -> tuple[Conflict, Fix | None]:
@@ -73,10 +78,15 @@ def _declared(ctx: Explanation, rule: Rule) -> tuple[Conflict, Fix | None]:
         stays=stays, declared_by=pl.source,
         blamed=tuple(sorted({m.line.source for m in lines})) or (pl.source,),
         placement=placement,
-        nearest=None if a is None else placement_requests(p, a), drop_requests=bool(p.requests),
+        nearest=None if a is None else placement_requests(p, a),
         card=target if isinstance(target := ctx.card_target(), EngineTarget) else None)
-    fix = None if placement is None else Fix(
-        requests=(), config={"stages": [{"name": s, "process": q} for s, q in placement]})
+    if a is None or placement is None:
+        return conflict, None
+    # The YAML that joins the stages again, with the flags that would undo it dropped; or, for
+    # one run, the flags alone.
+    edit = placement_edit(p, a)
+    fix = Fix(drop=edit.drop, config={"stages": [{"name": s, "process": q} for s, q in placement]},
+              otherwise=edit)
     return conflict, fix
 
 

@@ -117,6 +117,8 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
     placements = feasible_placements(pipeline)
     predicted = predict_many([f.plan for f in placements], profile, workloads, cores)
     machine_cores = cores or profile.cores
+    # A pin names this machine's CPUs where they are the cores counted, else 0 to cores - 1.
+    node = tuple(cpu_ids) if cpu_ids and len(cpu_ids) == machine_cores else machine_cores
     refused = 0
     if compute:
         def by_objective(preds: tuple[Prediction, ...]) -> float:
@@ -145,7 +147,7 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
         pin = (pin_for(plan, profile, busy, cpu_ids or range(machine_cores))
                if requests and pins else None)
         if pin is not None and (pinned := accepted_plan(pipeline, requests + (pin,),
-                                                        machine_cores)) is not None:
+                                                        node)) is not None:
             requests, plan = requests + (pin,), pinned
         candidates.append(Candidate(requests, plan, preds, memory_mib(plan, profile),
                                     crowding_ms(groups, profile, company)))

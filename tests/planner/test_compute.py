@@ -105,12 +105,12 @@ def test_what_cannot_run_at_once_is_over_cpus_and_its_fix_fits(requests, isolate
     r = solve(*requests, isolate=isolate, cpus=2)
     assert r.status == "infeasible" and r.exit_code == 1
     (d,) = r.diagnostics
-    assert d.code == "over-cpus" and "2 CPUs" in d.message and d.hint
-    fixed = solve(*d.fix.compute, isolate=isolate, cpus=2)
+    assert d.code == "over-cpus" and "the node has 2 CPUs" in d.because and d.hint
+    fixed = solve(*d.fix.applied(requests), isolate=isolate, cpus=2)
     assert fixed.ok, fixed.diagnostics
     # The fix keeps what it can of the request: copies stay when threads can shrink.
     asked = {type(q): q.count for q in requests}
-    got = {type(q): q.count for q in d.fix.compute}
+    got = {type(q): q.count for q in d.fix.applied(requests)}
     if Copies in asked and Threads in asked:
         assert got[Copies] == asked[Copies]
 
@@ -185,3 +185,28 @@ def test_bad_flags_exit_2_and_over_cpus_exits_1_from_the_command_line():
     huge = run_planner("solve", "piper-joe", "--stage-threads", f"vocoder={os.cpu_count() + 1}",
                        env=ENV, in_process=True, timeout=60)
     assert huge.returncode == 1 and "over-cpus" in huge.stdout + huge.stderr
+
+
+# -- what counts as a change ----------------------------------------------------------------------
+def test_threads_and_copies_from_flags_count_as_changes_and_a_flag_that_changes_nothing_does_not():
+    assert solve(Threads("vocoder", 2), cpus=4).changed
+    r = solve(Copies("pipeline", 2), cpus=4)
+    assert r.changed and r.plan.groups[0].changed
+    same = solve(Threads("vocoder", 1), Copies("pipeline", 1))
+    assert same.ok and not same.changed and not same.plan.groups[0].changed
+
+
+def test_an_overlay_that_only_sets_copies_is_the_configs_layout_not_the_cards(tmp_path):
+    # As tune prints it: the summary says the config's copies are in force, not "as the card".
+    cfg = tmp_path / "copies.yaml"
+    cfg.write_text("model: piper-joe\nprocesses: {pipeline: {copies: 2}}\n")
+    out = run_planner("solve", "--config", str(cfg), env=ENV, in_process=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "ok - as your config declares, no flag changed it" in out.stdout.splitlines()[0]
+    assert planner.solve(config=str(cfg), cpus=4).declared_by == "config"
+    flagged = run_planner("solve", "--config", str(cfg), "--process-copies", "pipeline=1",
+                          env=ENV, in_process=True, timeout=60)
+    assert "changed by flags from the topology your config declares" in flagged.stdout
+    # Copies of a process no stage runs in change nothing: still the card's layout.
+    idle = {"model": "piper-joe", "processes": {"vocoder": {"copies": 2}}}
+    assert planner.solve(config=idle, cpus=4).declared_by == "card"

@@ -68,7 +68,8 @@ def test_both_dialects_in_one_request_are_checked_as_one():
     assert out.returncode == 2
     d = json.loads(out.stdout)["diagnostics"]
     assert [x["code"] for x in d] == ["duplicate-assignment"]
-    assert "`--isolate-stage vocoder` and `--vocoder.process x`" in d[0]["message"]
+    said = d[0]["message"] + " ".join(d[0]["because"])
+    assert "`--isolate-stage vocoder` and `--vocoder.process x`" in said
     both = run("solve", "higgs-tts", "--stage-process", "preprocessing=front",
                "--audio_encoder.process=front", "--format", "json")
     assert both.returncode == 0, both.stdout

@@ -73,14 +73,23 @@ def test_a_stage_with_more_threads_than_its_pinned_cpus_is_refused_and_the_hint_
     r = solve(Threads("vocoder", 2), Pin.parse("vocoder=0"), isolate=["vocoder"])
     assert r.status == "error"
     d = r.diagnostics[0]
-    assert "pinned to 1 CPU" in d.message and "runs 2 threads" in d.message
-    assert "--process-cpus vocoder=0-1" in d.hint and "--stage-threads vocoder=1" in d.hint
-    assert solve(Threads("vocoder", 2), Pin.parse("vocoder=0-1"), isolate=["vocoder"]).ok
+    assert d.message == ("process vocoder cannot run vocoder's threads at once on the CPUs it is "
+                         "pinned to")
+    assert d.because == ("`--process-cpus vocoder=0` pins process vocoder to CPU 0",
+                         "`--stage-threads vocoder=2` gives vocoder 2 threads")
+    assert d.hint == ("pin it to 2 CPUs: replace `--process-cpus vocoder=0` with "
+                      "`--process-cpus vocoder=0-1`; or give vocoder fewer threads: replace "
+                      "`--stage-threads vocoder=2` with `--stage-threads vocoder=1`")
+    asked = (Threads("vocoder", 2), Pin.parse("vocoder=0"))
+    for fix in d.fix.choices:
+        assert solve(*fix.applied(asked), isolate=["vocoder"]).ok
 
 
 def test_copies_of_a_pinned_group_share_its_cpus():
     r = solve(planner.plan.Copies("vocoder", 2), Pin.parse("vocoder=0"), isolate=["vocoder"])
-    assert r.status == "error" and "in each of its 2 copies" in r.diagnostics[0].message
+    assert r.status == "error" and "in every copy" in r.diagnostics[0].message
+    assert ("`--process-copies vocoder=2` runs 2 copies of process vocoder, which share its CPUs"
+            in r.diagnostics[0].because)
     r = solve(planner.plan.Copies("vocoder", 2), Pin.parse("vocoder=0-1"), isolate=["vocoder"])
     assert r.ok and r.plan.group_of("vocoder").cpus == (0, 1)
 
@@ -106,3 +115,48 @@ def test_solve_shows_the_cpus_column_only_for_a_plan_that_pins():
     bad = run_planner("solve", "piper-joe", "--process-cpus", "pipeline=one", env=ENV,
                       in_process=True, timeout=60)
     assert bad.returncode == 2 and "hint:" in bad.stdout + bad.stderr
+
+
+# -- a pin to a CPU the node lacks is a rule `solve` checks (exit 1), as `serve` refuses it --
+def test_a_pin_to_a_cpu_the_node_lacks_is_refused_with_a_pin_it_has():
+    r = solve(Pin.parse("pipeline=5"), cpus=2)
+    assert r.status == "infeasible" and r.exit_code == 1
+    (d,) = r.diagnostics
+    assert d.code == "pin-outside-node"
+    assert d.because == ("`--process-cpus pipeline=5` pins process pipeline to CPU 5",
+                         "the node has CPUs 0-1")
+    assert d.hint == ("pin it to CPUs the node has: replace `--process-cpus pipeline=5` with "
+                      "`--process-cpus pipeline=0`")
+    fixed = solve(*d.fix.applied((Pin.parse("pipeline=5"),)), cpus=2)
+    assert fixed.ok and fixed.plan.groups[0].cpus == (0,)
+
+
+def test_the_node_is_this_machine_unless_told_and_a_config_pin_is_checked_too():
+    here = planner.allowed_cpus() or tuple(range(os.cpu_count() or 1))
+    beyond = max(here) + 1
+    r = planner.solve("piper-joe", requests=[Pin("pipeline", (beyond,))])
+    assert r.status == "infeasible" and r.diagnostics[0].code == "pin-outside-node"
+    assert planner.solve("piper-joe", requests=[Pin("pipeline", (here[0],))]).ok
+    # A node named by its CPUs (a container allowed 2-3 of them): a pin must name those.
+    assert planner.solve("piper-joe", requests=[Pin("pipeline", (3,))], cpus=(2, 3)).ok
+    assert not planner.solve("piper-joe", requests=[Pin("pipeline", (0,))], cpus=(2, 3)).ok
+    config = {"model": "piper-joe", "processes": {"pipeline": {"cpus": "7"}}}
+    (d,) = solve(config=config, cpus=2).diagnostics
+    assert d.because[0] == "your config pins process pipeline to CPU 7"
+    assert d.fix.add == (Pin("pipeline", (0,)),) and solve(*d.fix.add, config=config, cpus=2).ok
+
+
+def test_a_pin_to_a_cpu_the_machine_lacks_exits_1_from_the_command_line():
+    beyond = max(planner.allowed_cpus() or (os.cpu_count() or 1,)) + 1
+    out = run_planner("solve", "piper-joe", "--process-cpus", f"pipeline={beyond}", env=ENV,
+                      in_process=True, timeout=60)
+    assert out.returncode == 1 and "error[pin-outside-node]" in out.stdout
+    assert "hint: pin it to CPUs the node has" in out.stdout
+
+
+def test_a_pin_counts_as_a_change():
+    r = solve(Pin.parse("pipeline=0"))
+    assert r.ok and r.changed and r.plan.groups[0].changed
+    data = json.loads(run_planner("solve", "piper-joe", "--process-cpus", "pipeline=0",
+                                  "--format", "json", env=ENV, in_process=True, timeout=60).stdout)
+    assert data["changed"] is True and data["groups"][0]["changed"] is True

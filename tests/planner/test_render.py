@@ -38,7 +38,12 @@ def test_json_carries_the_conflict_and_the_fix_as_data(mode):
     assert c["requests"] == [{"request": {"isolate": "preprocessing"}, "stage": "preprocessing",
                               "process": "preprocessing", "noop": False}]
     assert "_PREPARED_REQUESTS" in c["reason"]
-    assert d["fix"]["requests"] == [] and d["fix"]["flags"] == []  # the declared topology is valid
+    # The declared topology is valid: drop the flag; or replace it, moving the partner along.
+    assert d["fix"]["drop"] == ["--isolate-stage preprocessing"] and d["fix"]["add"] == []
+    assert d["fix"]["drop_requests"] == [{"isolate": "preprocessing"}]
+    assert d["fix"]["otherwise"]["drop"] == ["--isolate-stage preprocessing"]
+    assert d["fix"]["otherwise"]["add"] == ["--stage-process preprocessing=preprocessing",
+                                           "--stage-process tts_engine=preprocessing"]
     assert c["along"] == [{"assign": {"stage": "preprocessing", "process": "preprocessing"}},
                           {"assign": {"stage": "tts_engine", "process": "preprocessing"}}]
 

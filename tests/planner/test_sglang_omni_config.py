@@ -152,7 +152,8 @@ def test_three_replicas_do_not_fit_and_the_conflict_says_gpu_sum_budget_and_fix(
     first = json.loads(out.stdout)["diagnostics"][0]
     assert (first["code"], first["gpu"]) == ("over-limit", 0)
     said = first["message"] + " ".join(first["because"])
-    assert "GPU 0" in said and "1.350" in said and "limit 1.000" in said
+    assert "GPU 0" in said and "1.350" in said
+    assert "max_total_gpu_memory_fraction_per_gpu is 1.000" in said
     assert "in each of 3 copies" in said
     # The fix is a pasteable dotted flag (sglang-omni's spelling, which the planner reads too),
     # and applying it makes the three replicas fit.

@@ -9,9 +9,10 @@ from planner.flags import from_options
 from tests.planner.oracle import judge
 
 
-def apply_fix(fix):
-    """The requests a hint's fix asks for, as `planner.solve` takes them."""
-    return {"requests": fix.requests}
+def apply_fix(fix, isolate=(), assign=()):
+    """The requests of a command (`isolate`, `assign`) with a hint's fix applied, as
+    `planner.solve` takes them."""
+    return {"requests": fix.applied(from_options(isolate, assign))}
 
 
 def groups(r):
@@ -187,7 +188,7 @@ def test_conflicting_recommendations():
     r = planner.solve(config=cfg, isolate_stages=["b"])
     assert codes(r) == ["conflicting-recommendation"]
     assert r.diagnostics[0].stages == ("b",)
-    assert planner.solve(config=cfg, **apply_fix(r.diagnostics[0].fix)).ok
+    assert planner.solve(config=cfg, **apply_fix(r.diagnostics[0].fix, ["b"])).ok
 
 
 def test_over_limit_reports_total_and_limit_with_three_decimals():
@@ -195,7 +196,10 @@ def test_over_limit_reports_total_and_limit_with_three_decimals():
         {"name": "tts_engine", "runtime": {"resources": {"total_gpu_memory_fraction": 0.9}}}]}
     r = planner.solve(config=cfg)
     assert codes(r) == ["over-limit"]
-    assert "1.030" in r.diagnostics[0].message and "1.000" in r.diagnostics[0].message
+    d = r.diagnostics[0]
+    assert "over its memory limit by 0.030" in d.message
+    assert any(b.endswith("together 1.030") for b in d.because)
+    assert "placement.max_total_gpu_memory_fraction_per_gpu is 1.000" in d.because
     fixed = planner.solve(config=with_fix(cfg, r.diagnostics[0].fix))
     assert fixed.ok
 
@@ -210,7 +214,7 @@ def test_isolation_conflict_and_its_hint():
     assert codes(r) == ["isolation-conflict"]
     d = r.diagnostics[0]
     assert "tts_engine" in d.message
-    fixed = planner.solve("higgs-tts", **apply_fix(d.fix))
+    fixed = planner.solve("higgs-tts", **apply_fix(d.fix, ["vocoder"], ["tts_engine=vocoder"]))
     assert "isolation-conflict" not in codes(fixed)
 
 
@@ -231,7 +235,8 @@ def test_fused_stages_share_a_process_and_cannot_be_split():
     assert codes(r2) == ["isolation-conflict"]
     r3 = planner.solve(config=cfg2, stage_processes=["vocoder=elsewhere"])
     assert codes(r3) == ["process-name-conflict"]
-    assert planner.solve(config=cfg2, **apply_fix(r3.diagnostics[0].fix)).ok
+    assert planner.solve(config=cfg2, **apply_fix(r3.diagnostics[0].fix, (),
+                                                  ["vocoder=elsewhere"])).ok
 
 
 def test_tp_stage_requests_and_rank_name_conflicts():
@@ -305,12 +310,11 @@ def test_solver_agrees_with_the_oracle_and_hints_fix(card, variant, isolate, ass
         assert set(codes(r)) == v.codes
     for d in r.diagnostics:
         assert d.hint, d
-        if d.fix is None:
-            continue
-        requests = d.fix.requests if d.fix.requests is not None else from_options(isolate, assign)
-        again = planner.solve(card, variant=variant, config=d.fix.config, requests=requests)
-        assert (d.code, d.subject) not in {(x.code, x.subject) for x in again.diagnostics}, \
-            (d, again.diagnostics)
+        for fix in d.fix.choices if d.fix is not None else ():
+            again = planner.solve(card, variant=variant, config=fix.config,
+                                  requests=fix.applied(from_options(isolate, assign)))
+            assert (d.code, d.subject) not in {(x.code, x.subject) for x in again.diagnostics}, \
+                (d, fix, again.diagnostics)
 
 
 def test_generated_fused_name_avoids_taken_names():

@@ -28,10 +28,11 @@ PIPELINE = {
 }
 
 
-def plan_pinning(cpus: tuple[int, ...]):
+def plan_pinning(cpus: tuple[int, ...], node: int | None = None):
+    """A plan pinning process `two` to `cpus`, made for this machine (or a node of `node` CPUs)."""
     pipeline = planner.load(config=PIPELINE)
     text = ",".join(str(c) for c in cpus)
-    r = planner.solve_pipeline(pipeline, requests=[Pin.parse(f"two={text}")])
+    r = planner.solve_pipeline(pipeline, requests=[Pin.parse(f"two={text}")], cpus=node)
     assert r.ok, r.diagnostics
     return r.plan
 
@@ -51,7 +52,7 @@ def allowed(pid: int) -> set[str]:
 @needs_affinity
 def test_a_pin_outside_the_cpus_this_program_may_use_is_refused_before_anything_starts():
     beyond = max(os.sched_getaffinity(0)) + 1
-    plan = plan_pinning((beyond,))
+    plan = plan_pinning((beyond,), node=beyond + 1)  # made for a larger node than this one
     with pytest.raises(SetupError) as e:
         check(plan)
     message = str(e.value)

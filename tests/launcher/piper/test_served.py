@@ -148,9 +148,28 @@ def test_an_unchanged_openai_client_gets_playable_speech():
             # to the rounding of a chunked decode)
             assert _same_samples(b"".join(streamed.iter_bytes())[44:], body[44:])
         with pytest.raises(openai.BadRequestError, match="voice"):
-            client.audio.speech.create(model="piper-joe", voice="alloy", input="Hi.")
+            client.audio.speech.create(model="piper-joe", voice="nosuch", input="Hi.")
     finally:
         _stop(proc)
+
+
+def test_openai_code_ported_as_is_gets_the_voice_of_the_card():
+    # OpenAI's model and voice names, as code written for OpenAI sends them: piper-joe's one
+    # voice answers to `alloy` (docs/serving.md), the same audio as asking for `joe`.
+    openai = pytest.importorskip("openai", reason="the openai client is not installed (dev extra)")
+    proc, port = _serve()
+    try:
+        speech = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused",
+                               max_retries=0, timeout=120).audio.speech
+        got = {(m, v): speech.create(model=m, voice=v, input=SENTENCES[0],
+                                     response_format="wav").content
+               for m, v in (("tts-1", "alloy"), ("piper-joe", "joe"))}
+    finally:
+        _stop(proc)
+    with wave.open(io.BytesIO(got["tts-1", "alloy"])) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (22_050, 1, 2)
+        assert w.getnframes() > 0
+    assert got["tts-1", "alloy"] == got["piper-joe", "joe"]
 
 
 def test_serve_without_espeak_ng_exits_2_saying_how_to_install_it():

@@ -17,6 +17,7 @@ from launcher.control.states import DeploymentState
 from launcher.serving.catalog import OPENAI_ALIASES
 from launcher.serving.http import create_app
 from launcher.serving.replica_set import ReplicaSet
+from launcher.serving.catalog import OPENAI_VOICES, Catalog
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2
@@ -43,13 +44,14 @@ class Replica:
     failed = threading.Event()
 
     def __init__(self, plan):
-        self.plan, self.submitted = plan, []
+        self.plan, self.submitted, self.voices = plan, [], []
 
     def refusal(self):
         return None
 
     def submit(self, text, voice=None, stream=False, options=None):
         self.submitted.append(text)
+        self.voices.append(voice)
         return Handle()
 
 
@@ -156,11 +158,31 @@ def test_voices_are_listed_default_first(front_door, piper, qwen):
     client, _ = front_door(piper)
     assert client.get("/v1/audio/voices").json() == {
         "object": "list", "model": "piper-joe", "any_voice": False,
-        "data": [{"id": "joe", "object": "voice", "default": True}]}
-    r = client.post(SPEECH, json={"input": "hello", "voice": "alloy"})
+        "data": [{"id": "joe", "object": "voice", "default": True}] + [
+            {"id": name, "object": "voice", "default": False, "alias_of": "joe"}
+            for name in OPENAI_VOICES]}
+    r = client.post(SPEECH, json={"input": "hello", "voice": "nosuch"})
     assert r.status_code == 400 and "/v1/audio/voices" in r.json()["error"]["message"]
+    assert "'nosuch'" in r.json()["error"]["message"]
     anything, _ = front_door(qwen)  # a card that lists no voices takes any name
     assert anything.get("/v1/audio/voices").json() == {
         "object": "list", "model": "qwen3-tts", "any_voice": True,
         "data": [{"id": "default", "object": "voice", "default": True}]}
     assert anything.post(SPEECH, json={"input": "hello", "voice": "alloy"}).status_code == 200
+
+
+def test_openai_voice_names_stand_for_the_voice_of_a_one_voice_card(piper):
+    client, (replica,) = single(piper)
+    for name in ("alloy", "echo", "nova", "joe", "default"):
+        assert client.post(SPEECH, json={"model": "tts-1", "input": "hello",
+                                         "voice": name}).status_code == 200
+    assert replica.voices == ["joe", "joe", "joe", "joe", "default"]  # the stages get its own
+    # Several voices: each is its own, and no OpenAI name is taken for one of them.
+    two = Catalog("two", voices=("anna", "nova"))
+    assert two.voice_aliases == () and two.voice_problem("alloy") is not None
+    assert two.voice_for("nova") == "nova" and two.voice_problem("nova") is None
+    # A card named a voice as OpenAI does keeps it, and the other names stand for it.
+    own = Catalog("mine", voices=("nova",))
+    assert "nova" not in own.voice_aliases and own.voice_for("alloy") == "nova"
+    # A card that lists no voices takes any name as it is.
+    assert Catalog("any").voice_for("alloy") == "alloy"
