@@ -183,7 +183,7 @@ CROWDING_FLOOR = 0.10
 # Company slows the busiest stage only if it re-takes the interpreter lock so often that a wake-up
 # per re-take (the profile's handoff latency) would add up to this share of its CPU time. Measured
 # on 2 vCPUs: company cost the busiest stage where that share was 13% (four-mixed of
-# `tune_accuracy.py` at C=8: its terminal stage, 73 hashing calls per request, beside the other
+# `tune_eval/accuracy.py` at C=8: its terminal stage, 73 hashing calls per request, beside the other
 # hashing stage measured 60-65 req/s against 65-73 beside a pure-Python one; the process of the
 # two used one core, and the machine idled 22% of the time against 4%) and 77% (Qwen3-TTS's
 # stand-ins, torch ops of 0.02 ms). Where it was 4.5% (device-bound: mostly a device wait),
@@ -250,7 +250,7 @@ def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[b
       process does not: there Qwen3-TTS's isolated vocoder measured 7-8% below one process,
       though predicted equal. So on one core, placements of more than one process come last in a
       tie. Not on more cores: there the kernel leaves a CPU idle beside a thread it queued on
-      the other (`benchmarks/cpu_idle_trace.py`), and a plan with more processes has more
+      the other (`benchmarks/tune_eval/cpu_idle_trace.py`), and a plan with more processes has more
       runnable threads to fill those gaps. Extended to "at least twice as many processes as
       cores", the rule cost the C=4 copy picks on 2 cores: with it dropped, the six picks it
       changed in the saved runs measured x1.014-x1.178 of the picks it had made, head to head.

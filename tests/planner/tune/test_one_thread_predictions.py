@@ -12,7 +12,6 @@ TTFA p99 came within 12% of measured where first come first served had been 3-4x
 (docs/tune.md)."""
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -32,9 +31,7 @@ def _pinned(prediction) -> list:
 
 
 def predictions() -> dict[str, list]:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from tune_replay import pipeline_for
-
+    from benchmarks.tune_eval.replay import pipeline_for
     from planner.placements import feasible_placements
     from planner.tune.model import Workload, predict
     from planner.tune.profile import Profile

@@ -1,14 +1,14 @@
 """`planner tune` on pipelines nobody tuned it on: pipelines drawn from a seeded generator, every
 accepted placement served and measured, every pick judged head to head against the best measured.
 
-    python benchmarks/tune_generated.py --seeds 11,12,13            # three pipelines (~10 min)
-    python benchmarks/tune_generated.py --quick                     # one 3-stage pipeline (~2 min)
-    python benchmarks/tune_generated.py --quick --near-saturation 0.9  # and an open loop
-    python benchmarks/tune_generated.py --seeds 1 --dry-run         # the generated configs only
-    python benchmarks/tune_generated.py --seeds 5 --device-stages   # with device-time stages
-    python benchmarks/tune_generated.py --replay DIR                # re-predict a saved run
-    python benchmarks/tune_generated.py --rejudge DIR --save NEW --h2h-rounds 6  # judge again
-    python benchmarks/tune_generated.py --overall DIR NEW DIR2      # the bars over several runs
+    python -m benchmarks.tune_eval.generated --seeds 11,12,13            # three pipelines (~10 min)
+    python -m benchmarks.tune_eval.generated --quick                     # one 3-stage pipeline (~2 min)
+    python -m benchmarks.tune_eval.generated --quick --near-saturation 0.9  # and an open loop
+    python -m benchmarks.tune_eval.generated --seeds 1 --dry-run         # the generated configs only
+    python -m benchmarks.tune_eval.generated --seeds 5 --device-stages   # with device-time stages
+    python -m benchmarks.tune_eval.generated --replay DIR                # re-predict a saved run
+    python -m benchmarks.tune_eval.generated --rejudge DIR --save NEW --h2h-rounds 6  # judge again
+    python -m benchmarks.tune_eval.generated --overall DIR NEW DIR2      # the bars over several runs
 
 Each seed gives one complete pipeline config (3-5 synthetic stages, `launcher.synthetic:stage`:
 pure-Python, native (hashing, which releases the interpreter lock) and mixed costs of unequal
@@ -30,8 +30,8 @@ least one per pipeline. For each:
 
 It reports the share of picks within 5% of the best, the mean pick/best, and the median and 90th
 percentile of the throughput prediction error over every placement and load, with the seeds.
-The judge (`generated_judge.py`) reads only measurements: it never imports tune's ranking or tie
-rules. The generator is `generated_pipelines.py`.
+The judge (`judge.py`) reads only measurements: it never imports tune's ranking or tie
+rules. The generator is `generator.py`.
 """
 
 from __future__ import annotations
@@ -49,8 +49,10 @@ from pathlib import Path
 
 import yaml
 
-from generated_judge import Judged, errors, label, measured_at, overall, ratio_interval, summary
-from generated_pipelines import count_placements, describe, generate
+from benchmarks.machine import described
+from benchmarks.tune_eval.generator import count_placements, describe, generate
+from benchmarks.tune_eval.judge import (Judged, errors, label, measured_at, overall,
+                                        ratio_interval, summary)
 
 LOADS = (1, 4)
 Load = tuple[str, float]  # ("--concurrency", 4) or ("--rate", 40.0): as the commands take it
@@ -78,7 +80,7 @@ def load_args(loads: list[Load]) -> list[str]:
 
 
 # -- running the planner ---------------------------------------------------------------------------
-def _planner(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+def run_planner(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     """`planner ARGS` in a session of its own, so that if this run is stopped (or the command
     overruns) its servers and workers go with it, not only the command."""
     proc = subprocess.Popen([sys.executable, "-m", "planner", *args], stdout=subprocess.PIPE,
@@ -97,7 +99,7 @@ def tune_all(cfg_path: Path, requests: int, rounds: int, out: Path, loads: list[
     """`planner tune --verify 99`: profile (unless `profile` is given), predict and serve every
     accepted placement at each of `loads`."""
     given = ["--profile", str(profile)] if profile is not None else []
-    done = _planner("tune", "--config", str(cfg_path), *given, *load_args(loads), "--verify",
+    done = run_planner("tune", "--config", str(cfg_path), *given, *load_args(loads), "--verify",
                     "99", "--format", "json", "--output", str(out), "--requests", str(requests),
                     "--rounds", str(rounds))
     if done.returncode != 0:
@@ -108,7 +110,7 @@ def tune_all(cfg_path: Path, requests: int, rounds: int, out: Path, loads: list[
 def pick_at(cfg_path: Path, profile: Path, load: Load, out: Path) -> dict:
     """What `planner tune --concurrency C` (or `--rate R`) answers with the run's profile and
     this load alone."""
-    done = _planner("tune", "--config", str(cfg_path), "--profile", str(profile),
+    done = run_planner("tune", "--config", str(cfg_path), "--profile", str(profile),
                     *load_args([load]), "--format", "json", "--output", str(out))
     if done.returncode != 0:
         raise SystemExit(f"planner tune --profile failed:\n{done.stderr}")
@@ -131,7 +133,7 @@ def head_to_head_rounds(cfg_path: Path, pick: list[str], best: list[str], load: 
             args += ["--placement", f"{role}={' '.join(fl)}"]
         else:
             names[role] = "declared"
-    done = _planner("bench", "--config", str(cfg_path), *args, *load_args([load]),
+    done = run_planner("bench", "--config", str(cfg_path), *args, *load_args([load]),
                     "--device", "cpu",
                     "--requests", str(requests), "--rounds", str(rounds), "--output", str(out))
     results = out / "results.json"
@@ -172,15 +174,6 @@ def judge_one(seed: int, cfg_path: Path, answer: dict, out: Path, requests: int,
     return judged
 
 
-def machine() -> str:
-    load = os.getloadavg()
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-               "?") if Path("/proc/cpuinfo").exists() else "?"
-    return (f"{cpu}, {os.cpu_count()} cores, load average "
-            f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-
-
 def _show(answer: dict, judged: list[Judged]) -> None:
     for c in answer["candidates"]:
         preds = " ".join(f"{p['throughput_rps']:7.1f}" for p in c["predicted_by_workload"])
@@ -206,7 +199,7 @@ def run(seeds: list[int], stages: int | None, max_placements: int, requests: int
     errs: list[float] = []
     quiet: list[float] = []  # the errors of measurements the host left quiet
     per_seed = []
-    print(f"start: {machine()}")
+    print(f"start: {described()}")
     for seed in seeds:
         cfg = generate(seed, max_placements, stages, device)
         out = (save or work) / cfg["name"]
@@ -240,8 +233,8 @@ def run(seeds: list[int], stages: int | None, max_placements: int, requests: int
         per_seed.append({"seed": seed, "pipeline": describe(cfg),
                          "judged": [asdict(j) | {"ratio": round(j.ratio, 4)} for j in mine],
                          **summary(mine, e, q)})
-        print(f"  ({time.perf_counter() - t0:.0f} s; {machine()})", flush=True)
-    result = {"seeds": seeds, "device_stages": device, "machine_at_end": machine(),
+        print(f"  ({time.perf_counter() - t0:.0f} s; {described()})", flush=True)
+    result = {"seeds": seeds, "device_stages": device, "machine_at_end": described(),
               **summary(judged, errs, quiet),
               "per_seed": per_seed}
     print(json.dumps({k: v for k, v in result.items() if k != "per_seed"}, indent=1))
@@ -260,7 +253,7 @@ def replay(directory: Path) -> dict:
             profile = Path(tmp) / "profile.json"  # the answer carries the profile it was made of
             profile.write_text(json.dumps(old["profile"]), encoding="utf-8")
             loads = [a for c in LOADS for a in ("--concurrency", str(c))]
-            done = _planner("tune", "--config", str(out / "pipeline.yaml"), "--profile",
+            done = run_planner("tune", "--config", str(out / "pipeline.yaml"), "--profile",
                             str(profile), *loads, "--format", "json", "--output", tmp)
             new = json.loads(done.stdout)
             for k, load in enumerate(LOADS):
@@ -319,9 +312,9 @@ def rejudge(directory: Path, save: Path, requests: int, rounds: int) -> dict:
             shown = f"{band[0]:.3f}-{band[1]:.3f}" if band else "n/a"
             print(f"generated-{entry['seed']} {j['load']}: {j['pick']} against {j['best']}: "
                   f"x{j['ratio']:.3f} then, now {p:.1f} against {b:.1f} req/s = "
-                  f"x{p / b:.3f} (90% interval {shown}; {machine()})", flush=True)
+                  f"x{p / b:.3f} (90% interval {shown}; {described()})", flush=True)
     result = {"rejudged": str(directory.name), "requests": requests, "rounds": rounds,
-              "machine_at_end": machine(),
+              "machine_at_end": described(),
               **{k: v for k, v in summary(judged, []).items() if "error" not in k},
               "pairs": rows}
     print(json.dumps({k: v for k, v in result.items() if k != "pairs"}, indent=1))

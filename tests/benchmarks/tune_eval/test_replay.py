@@ -8,24 +8,22 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-RUNS = ROOT / "benchmarks" / "tune_runs" / "2026-11-30"
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import tune_replay
-from tune_replay import replay  # noqa: E402
-
+from benchmarks.tune_eval import replay as tune_replay
+from benchmarks.tune_eval.replay import replay
 from tests.cli import BOTH
+
+ROOT = Path(__file__).resolve().parents[3]
+RUNS = ROOT / "benchmarks" / "tune_runs" / "2026-11-30"
 
 
 def run_replay(mode, capsys, monkeypatch, *paths):
-    """`benchmarks/tune_replay.py PATH...`: its `main` in this process (fast lane) or the script
-    as a subprocess (slow lane), as a CompletedProcess."""
+    """`python -m benchmarks.tune_eval.replay PATH...`: its `main` in this process (fast lane) or
+    the module as a subprocess (slow lane), as a CompletedProcess."""
     args = [str(p) for p in paths]
     if mode == "subprocess":
-        return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tune_replay.py"), *args],
-                              capture_output=True, text=True, timeout=120, check=False)
-    monkeypatch.setattr(sys, "argv", ["tune_replay.py", *args])
+        return subprocess.run([sys.executable, "-m", "benchmarks.tune_eval.replay", *args],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    monkeypatch.setattr(sys, "argv", ["replay.py", *args])
     capsys.readouterr()
     tune_replay.main()
     out = capsys.readouterr()

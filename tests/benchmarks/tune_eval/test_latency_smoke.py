@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROFILES = ROOT / "benchmarks" / "tune_runs" / "2026-11-30" / "14-card-profiles"
 
 
 @pytest.mark.slow
 def test_one_run_on_one_card_prints_its_time_and_the_floor():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tune_latency.py"),
+    out = subprocess.run([sys.executable, "-m", "benchmarks.tune_eval.latency",
                           str(PROFILES / "qwen3-tts.json"), "--repeat", "1"],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert any(line.startswith("qwen3-tts") and "2 placements  median" in line for line in lines)

@@ -4,7 +4,6 @@ seed; the judge reads measurements only (never tune's tie rules) and sums them u
 
 import ast
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,12 +11,11 @@ import pytest
 
 import planner
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.tune_eval import generated as tg
+from benchmarks.tune_eval import generator as gp
+from benchmarks.tune_eval import judge as gj
 
-import generated_judge as gj
-import generated_pipelines as gp
-import tune_generated as tg
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_same_seed_gives_the_same_pipeline_and_it_solves():
@@ -165,10 +163,9 @@ def test_overall_refuses_a_rejudge_without_the_run_it_judged(tmp_path):
         gj.overall([again])
 
 
-@pytest.mark.parametrize("script", ["tune_generated.py", "generated_judge.py",
-                                    "generated_pipelines.py"])
+@pytest.mark.parametrize("script", ["generated.py", "judge.py", "generator.py"])
 def test_the_judge_never_imports_tunes_ranking(script):
-    tree = ast.parse((ROOT / "benchmarks" / script).read_text())
+    tree = ast.parse((ROOT / "benchmarks" / "tune_eval" / script).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m and m.startswith("planner.tune") for m in imported), imported

@@ -1,4 +1,4 @@
-"""The seeded generator of `tune_generated.py`: complete pipeline configs of 3-5
+"""The seeded generator of `generated.py`: complete pipeline configs of 3-5
 `launcher.synthetic` stages (pure-Python, native and mixed costs of unequal sizes; a chain or a
 branch that joins again; a streaming edge or none), the same ones for the same seed.
 

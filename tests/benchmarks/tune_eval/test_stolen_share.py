@@ -1,14 +1,11 @@
-"""benchmarks/stolen_share.py: the share a judging rule's "quiet" is read from."""
+"""benchmarks/tune_eval/stolen_share.py: the share a judging rule's "quiet" is read from."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import stolen_share  # noqa: E402
+from benchmarks.tune_eval import stolen_share
 
 
 def results(path: Path, *loads: tuple[str, int, float | None]) -> None:

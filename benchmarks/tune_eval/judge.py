@@ -1,4 +1,4 @@
-"""The judge of `tune_generated.py`: it reads measurements only (never tune's ranking or tie
+"""The judge of `generated.py`: it reads measurements only (never tune's ranking or tie
 rules). A pick's ratio to the best measured, the interval the head to head's paired rounds give
 it, the prediction errors, the summary the benchmark reports, and the bars over several saved
 runs (`overall`)."""

@@ -1,9 +1,9 @@
 """Judge a version of `planner tune` on measurements already made: re-predict every placement of
-saved `tune_accuracy.py --save DIR` answers from their own profiles with the planner as it is now,
+saved `accuracy.py --save DIR` answers from their own profiles with the planner as it is now,
 and report the throughput prediction error and, per load, how the placement tune would pick now
 measured against the best measured.
 
-    python benchmarks/tune_replay.py benchmarks/tune_runs/2026-11-30/*/
+    python -m benchmarks.tune_eval.replay benchmarks/tune_runs/2026-11-30/*/
 
 A new run measures the machine anew, and here the same placement measures 5-15% apart from run to
 run: two versions of the model compared on two runs mostly compare the runs. Replaying the same
@@ -29,8 +29,7 @@ from planner.tune.choose import choose
 from planner.tune.model import Workload
 from planner.tune.profile import Profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_accuracy import EXTRA, SYNTHETIC, synthetic_config  # noqa: E402
+from benchmarks.tune_eval.accuracy import EXTRA, SYNTHETIC, synthetic_config
 
 WITHIN = 0.05  # a pick this close to the best measured counts as a good one (the issue's bar)
 
@@ -45,7 +44,7 @@ class Pick:
 
 def pipeline_for(model: str, workdir: Path, saved: Path | None = None) -> planner.Pipeline:
     """The pipeline an answer was about: the config saved beside it (`saved`: the answer's file;
-    a `--config` pipeline), a synthetic one of tune_accuracy.py, or a built-in card."""
+    a `--config` pipeline), a synthetic one of accuracy.py, or a built-in card."""
     if saved is not None and saved.with_suffix(".yaml").is_file():
         return planner.load(config=str(saved.with_suffix(".yaml")))
     stages = {**SYNTHETIC, **EXTRA}.get(model)
@@ -100,7 +99,7 @@ def answers(paths: list[Path]) -> list[tuple[str, Path, dict]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", type=Path,
-                    help="answers saved by tune_accuracy.py --save (files or directories)")
+                    help="answers saved by accuracy.py --save (files or directories)")
     args = ap.parse_args()
     errors: list[float] = []
     picks: list[Pick] = []

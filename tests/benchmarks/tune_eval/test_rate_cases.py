@@ -1,15 +1,13 @@
 """The rate cases' check that a served case still judges the planner: re-asked with the planner as
 it is, a case whose recommendation changed says so, in the words a reader compares."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.tune_eval import rate_cases as rc
 
-import rate_cases as rc  # noqa: E402
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def answer(**rate_question):

@@ -4,8 +4,8 @@ OR-Tools with it), and, in this process, the simulation of every placement in on
 against the same spread over forked workers. Runs interleave (A B C, A B C, ...), so a slow spell
 of the machine falls on every card alike. Prints medians with min/max; no pass/fail.
 
-    python benchmarks/tune_latency.py benchmarks/tune_runs/2026-11-30/14-card-profiles/
-    python benchmarks/tune_latency.py PROFILE.json ... --repeat 9 --concurrency 1 --concurrency 8
+    python -m benchmarks.tune_eval.latency benchmarks/tune_runs/2026-11-30/14-card-profiles/
+    python -m benchmarks.tune_eval.latency PROFILE.json ... --repeat 9 --concurrency 1 --concurrency 8
 
 Each FILE is a profile (`planner tune --output DIR` writes DIR/profile.json) or a saved tune
 answer (its "profile"); its "model" names the card.
@@ -26,7 +26,7 @@ from datetime import date
 from pathlib import Path
 
 import planner
-from planner.app.bench.machine import cpu_model
+from benchmarks.machine import cpu
 from planner.tune.model import Workload
 from planner.tune.parallel import predict_many, usable_cores
 from planner.tune.profile import Profile
@@ -88,7 +88,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> int:
         load_avg = os.getloadavg()[0]
     except OSError:
         load_avg = float("nan")
-    print(f"# tune latency, {date.today()}, {cpu_model() or platform.machine()}, "
+    print(f"# tune latency, {date.today()}, {cpu()}, "
           f"{os.cpu_count()} cores ({usable_cores()} usable), load average {load_avg:.1f}, "
           f"Python {platform.python_version()}; loads {' '.join(loads) or 'C=1 C=4'}; "
           f"{args.repeat} runs each, interleaved")

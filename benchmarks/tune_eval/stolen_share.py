@@ -1,9 +1,9 @@
 """How much of the CPUs' running time the host stole while a saved benchmark run was served.
 
-    python benchmarks/stolen_share.py DIR [--write FILE]
+    python -m benchmarks.tune_eval.stolen_share DIR [--write FILE]
 
 Reads every `results.json` of `planner bench` under DIR (tune's --verify runs and the head to
-heads of tune_generated.py write them too) and prints, per placement and load, the share bench
+heads of generated.py write them too) and prints, per placement and load, the share bench
 recorded (`cpu_stolen_of_running`), then the share over all of them weighted by requests: the
 figure a judging rule's "quiet" (at most 10%, docs/tune.md) is read from. With --write, the same
 as JSON.

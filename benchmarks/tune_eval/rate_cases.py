@@ -4,11 +4,11 @@ rates (light, middle, near what the machine holds), `planner tune --rate R --ttf
 the pick met its target, the cheaper runner-up missed it, and the predicted p99 was within 25% of
 the measured one.
 
-    python benchmarks/rate_cases.py --decide DIR      # profile each pipeline, fix rates and targets
-    python benchmarks/rate_cases.py --serve DIR       # ask and serve every case decided in DIR
-    python benchmarks/rate_cases.py --report DIR      # the table, from what DIR holds
-    python benchmarks/rate_cases.py --report DIR DIR2  # and each case on its first quiet run
-    python benchmarks/rate_cases.py --ask DIR         # does the planner now recommend what DIR served?
+    python -m benchmarks.tune_eval.rate_cases --decide DIR      # profile each pipeline, fix rates and targets
+    python -m benchmarks.tune_eval.rate_cases --serve DIR       # ask and serve every case decided in DIR
+    python -m benchmarks.tune_eval.rate_cases --report DIR      # the table, from what DIR holds
+    python -m benchmarks.tune_eval.rate_cases --report DIR DIR2  # and each case on its first quiet run
+    python -m benchmarks.tune_eval.rate_cases --ask DIR         # does the planner now recommend what DIR served?
 
 Rates and targets are fixed from each pipeline's profile before anything is served, by one rule
 (`decide`): the machine's hold is the most any plan is predicted to complete with four clients
@@ -37,9 +37,9 @@ from planner.tune.rate_question import RATE_REQUESTS
 from planner.tune.rate_report import STOLEN_NOTE_SHARE
 from planner.tune.workload import Workload
 
-sys.path.insert(0, str(Path(__file__).parent))
-from generated_pipelines import describe, generate  # noqa: E402
-from tune_generated import _planner, machine  # noqa: E402
+from benchmarks.machine import described
+from benchmarks.tune_eval.generated import run_planner
+from benchmarks.tune_eval.generator import describe, generate
 
 # The pipelines, chosen by a rule before any of them was asked a rate question: the real voice,
 # the first streaming seed of the CPU-only judging set 41-46 (42), and the first seed of the
@@ -47,7 +47,7 @@ from tune_generated import _planner, machine  # noqa: E402
 PIPELINES = (("piper-joe", None), ("generated-42", (42, False)), ("generated-61", (61, True)))
 FRACTIONS = (("light", 0.3), ("middle", 0.6), ("near", 0.85))
 TARGET_TIMES_IDLE = 2.5
-MAX_PLACEMENTS = 5  # as tune_generated.py draws them
+MAX_PLACEMENTS = 5  # as generated.py draws them
 
 
 def _source(name: str, drawn: tuple[int, bool] | None, out: Path) -> list[str]:
@@ -61,7 +61,7 @@ def _source(name: str, drawn: tuple[int, bool] | None, out: Path) -> list[str]:
 
 
 def _json(*args: str) -> dict:
-    done = _planner(*args, "--format", "json")
+    done = run_planner(*args, "--format", "json")
     if done.returncode not in (0, 1):  # 1: answered, nothing meets
         raise SystemExit(f"planner {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
     return json.loads(done.stdout)
@@ -73,7 +73,7 @@ def _first_audio_ms(predicted: dict) -> float:
 
 
 def decide(root: Path) -> None:
-    print(f"deciding: {machine()}", flush=True)
+    print(f"deciding: {described()}", flush=True)
     cases = []
     for name, drawn in PIPELINES:
         out = root / name
@@ -98,7 +98,7 @@ def decide(root: Path) -> None:
         print(f"  {name}: holds {hold:.2f} req/s (predicted, C=4), first audio {idle:.0f} ms "
               f"idle -> rates {[c['rate'] for c in cases[-3:]]}, TTFA p99 <= {target:g} ms",
               flush=True)
-    (root / "decided.json").write_text(json.dumps({"machine": machine(), "cases": cases},
+    (root / "decided.json").write_text(json.dumps({"machine": described(), "cases": cases},
                                                   indent=1), encoding="utf-8")
 
 
@@ -122,7 +122,7 @@ def serve(root: Path, only: str | None) -> None:
         if (out / "tune.json").exists():
             print(f"{key}: already served", flush=True)
             continue
-        print(f"{key}: {c['rate']} req/s, TTFA p99 <= {c['ttfa_p99_ms']:g} ms ({machine()})",
+        print(f"{key}: {c['rate']} req/s, TTFA p99 <= {c['ttfa_p99_ms']:g} ms ({described()})",
               flush=True)
         answer = _json(*question(c), "--verify", "1", "--output", str(out))
         (out / "tune.json").write_text(json.dumps(answer, indent=1), encoding="utf-8")

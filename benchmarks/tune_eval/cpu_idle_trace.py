@@ -8,9 +8,9 @@ until a wakeup lands on it or the busy CPU's next tick balances the load (up to 
 The scheduler's own events say, for each stretch of idle, whether a runnable thread waited in
 another CPU's queue meanwhile, whose it was, and which process's threads preempted which:
 
-    python benchmarks/cpu_idle_trace.py --config pipeline.yaml --concurrency 4 --requests 1000 \\
+    python -m benchmarks.tune_eval.cpu_idle_trace --config pipeline.yaml --concurrency 4 --requests 1000 \\
         --placement "--isolate-stage s0" --placement "--isolate-stage s0 --isolate-stage s1"
-    python benchmarks/cpu_idle_trace.py --config pipeline.yaml --concurrency 4 \\
+    python -m benchmarks.tune_eval.cpu_idle_trace --config pipeline.yaml --concurrency 4 \\
         --placement "--isolate-stage s0" --pin pipeline=0
 
 Each placement is served through the launcher's Python API (client threads in this process, as
@@ -56,9 +56,8 @@ from launcher import launch
 from planner.errors import ConfigError
 from planner.plan import cpu_list, cpu_text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cores_busy import WARMUP, add_pipeline_args, solved_placements  # noqa: E402
-from tune_replay import pipeline_for  # noqa: E402
+from benchmarks.tune_eval.cores_busy import WARMUP, add_pipeline_args, solved_placements
+from benchmarks.tune_eval.replay import pipeline_for
 
 TRACEFS = Path("/sys/kernel/tracing")
 EVENTS = ("sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new")
@@ -326,7 +325,7 @@ def parse_pin(value: str, cpus: int) -> tuple[str, frozenset[int]]:
 # -- the machine ---------------------------------------------------------------------------------
 NEEDS_ROOT = ("cpu_idle_trace.py records the kernel's scheduler events through tracefs "
               f"({TRACEFS}), which needs root (or CAP_SYS_ADMIN): run it as root, or run "
-              "benchmarks/cores_busy.py for the CPUs busy per placement without them")
+              "benchmarks/tune_eval/cores_busy.py for the CPUs busy per placement without them")
 
 
 def tracefs_error() -> str | None:

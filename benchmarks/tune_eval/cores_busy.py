@@ -5,9 +5,9 @@ any core. Where the machine leaves a core idle while a thread waits (Linux keeps
 issue 26), the model's throughput is high by as much as the cores idle, with the CPU per request
 right. This shows that gap per placement, from numbers nothing else perturbs (/proc/stat):
 
-    python benchmarks/cores_busy.py --config pipeline.yaml --profile answer.json \\
+    python -m benchmarks.tune_eval.cores_busy --config pipeline.yaml --profile answer.json \\
         --placement "" --placement "--isolate-stage s1" --concurrency 4
-    python benchmarks/cores_busy.py --pipeline lock-bound --concurrency 8 \\
+    python -m benchmarks.tune_eval.cores_busy --pipeline lock-bound --concurrency 8 \\
         --placement "--isolate-stage engine" --placement "--isolate-stage engine --isolate-stage out"
 
 For each placement it serves the pipeline through the launcher's Python API (C client threads in
@@ -39,8 +39,7 @@ from planner.errors import ConfigError
 from planner.tune.model import Workload, predict
 from planner.tune.profile import Profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_replay import pipeline_for
+from benchmarks.tune_eval.replay import pipeline_for
 
 WARMUP = 8
 
@@ -115,7 +114,7 @@ def add_pipeline_args(ap: argparse.ArgumentParser) -> None:
     """Which pipeline and which placements of it (`--config`/`--pipeline`, `--placement`)."""
     source = ap.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", type=Path, help="a complete pipeline config")
-    source.add_argument("--pipeline", help="a synthetic pipeline of tune_accuracy.py "
+    source.add_argument("--pipeline", help="a synthetic pipeline of accuracy.py "
                                            "(lock-bound, native-device, four-mixed, ...) or a "
                                            "built-in card")
     ap.add_argument("--placement", action="append", default=None,

@@ -7,13 +7,13 @@ closed-loop loads (`planner tune --verify` with K = all), and report
   `planner tune --concurrency C` would), and of its one choice for all loads at once, over the
   best measured one.
 
-    python benchmarks/tune_accuracy.py              # synthetic pipelines and qwen3-tts (~18 min)
-    python benchmarks/tune_accuracy.py --quick      # one synthetic pipeline, C=1 and C=4
-    python benchmarks/tune_accuracy.py --pipeline four-mixed   # a 4-stage one (~12 min)
-    python benchmarks/tune_accuracy.py --pipeline device-bound # mostly a device wait (~4 min)
-    python benchmarks/tune_accuracy.py --pipeline held-out     # a per-chunk terminal (~4 min)
-    python benchmarks/tune_accuracy.py --config my-pipeline.yaml      # a pipeline of your own
-    python benchmarks/tune_accuracy.py --chart benchmarks/tune_accuracy.png  # and plot them
+    python -m benchmarks.tune_eval.accuracy              # synthetic pipelines and qwen3-tts (~18 min)
+    python -m benchmarks.tune_eval.accuracy --quick      # one synthetic pipeline, C=1 and C=4
+    python -m benchmarks.tune_eval.accuracy --pipeline four-mixed   # a 4-stage one (~12 min)
+    python -m benchmarks.tune_eval.accuracy --pipeline device-bound # mostly a device wait (~4 min)
+    python -m benchmarks.tune_eval.accuracy --pipeline held-out     # a per-chunk terminal (~4 min)
+    python -m benchmarks.tune_eval.accuracy --config my-pipeline.yaml      # a pipeline of your own
+    python -m benchmarks.tune_eval.accuracy --chart benchmarks/tune_accuracy.png  # and plot them
 
 Pipelines: synthetic stages with known costs (`launcher.synthetic`) that stress different
 resources, and the built-in qwen3-tts card with its stand-in stages.
@@ -120,7 +120,7 @@ def tune(target: list[str], loads: list[int], requests: int, out: Path,
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
         (save / f"{out.name}.json").write_text(done.stdout, encoding="utf-8")
-        if target[0] == "--config":  # the pipeline itself, for tune_replay.py
+        if target[0] == "--config":  # the pipeline itself, for replay.py
             (save / f"{out.name}.yaml").write_text(Path(target[1]).read_text(encoding="utf-8"),
                                                     encoding="utf-8")
     return json.loads(done.stdout)

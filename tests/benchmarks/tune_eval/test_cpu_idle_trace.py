@@ -1,13 +1,8 @@
-"""benchmarks/cpu_idle_trace.py: the scheduler-trace reading, on hand-written traces."""
-
-import sys
-from pathlib import Path
+"""benchmarks/tune_eval/cpu_idle_trace.py: the scheduler-trace reading, on hand-written traces."""
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import cpu_idle_trace  # noqa: E402
+from benchmarks.tune_eval import cpu_idle_trace
 
 A, B, P, M = 3100, 3105, 3106, 3095  # s0's thread, two of pipeline's, a client thread
 PROCESSES = {A: "s0", B: "pipeline", P: "pipeline", M: "main"}

@@ -1,0 +1,19 @@
+"""The machine a benchmark ran on, in the words it prints beside its numbers."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from planner.app.bench.machine import cpu_model
+
+
+def cpu() -> str:
+    """The CPU's model name (as `planner bench` records it), else the architecture."""
+    return cpu_model() or platform.machine()
+
+
+def described() -> str:
+    """`CPU, N cores, load average L1 L5 L15`: the line a saved run keeps beside its figures."""
+    load = os.getloadavg()
+    return f"{cpu()}, {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
