@@ -37,14 +37,12 @@ def test_the_seeds_cover_chains_branches_streaming_and_every_cost_kind():
     assert sizes <= {3, 4, 5} and len(sizes) >= 2
 
 
-JUDGED = ROOT / "benchmarks" / "tune_runs" / "2026-12-02-judge3" / "quiet-judge3-seeds-41-46"
-
-
 @pytest.mark.parametrize("seed", [41, 42, 43, 44, 45, 46])
-def test_without_device_stages_a_seed_gives_the_pipeline_its_judging_run_served(seed):
+def test_without_device_stages_a_seed_gives_the_pipeline_its_judging_run_served(seed, saved_set):
     import yaml
 
-    served = yaml.safe_load((JUDGED / f"generated-{seed}" / "pipeline.yaml").read_text())
+    judged = saved_set("2026-12-02-judge3") / "quiet-judge3-seeds-41-46"
+    served = yaml.safe_load((judged / f"generated-{seed}" / "pipeline.yaml").read_text())
     assert gp.generate(seed, max_placements=5) == served
 
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-PROFILES = ROOT / "benchmarks" / "tune_runs" / "2026-11-30" / "14-card-profiles"
 
 
 @pytest.mark.slow
-def test_one_run_on_one_card_prints_its_time_and_the_floor():
+def test_one_run_on_one_card_prints_its_time_and_the_floor(saved_set):
+    profiles = saved_set("2026-11-30") / "14-card-profiles"
     out = subprocess.run([sys.executable, "-m", "benchmarks.tune_eval.latency",
-                          str(PROFILES / "qwen3-tts.json"), "--repeat", "1"],
+                          str(profiles / "qwen3-tts.json"), "--repeat", "1"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()

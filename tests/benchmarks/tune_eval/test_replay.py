@@ -13,7 +13,12 @@ from benchmarks.tune_eval.replay import replay
 from tests.cli import BOTH
 
 ROOT = Path(__file__).resolve().parents[3]
-RUNS = ROOT / "benchmarks" / "tune_runs" / "2026-11-30"
+
+
+@pytest.fixture
+def runs(saved_set) -> Path:
+    """The saved tune_eval/accuracy.py runs of 2026-11-30."""
+    return saved_set("2026-11-30")
 
 
 def run_replay(mode, capsys, monkeypatch, *paths):
@@ -30,8 +35,8 @@ def run_replay(mode, capsys, monkeypatch, *paths):
     return subprocess.CompletedProcess(args, 0, out.out, out.err)
 
 
-def test_lock_bound_is_re_predicted_and_its_pick_is_the_best_measured(tmp_path):
-    answer = json.loads((RUNS / "3-default" / "lock-bound.json").read_text())
+def test_lock_bound_is_re_predicted_and_its_pick_is_the_best_measured(runs, tmp_path):
+    answer = json.loads((runs / "3-default" / "lock-bound.json").read_text())
     errors, picks = replay(answer, "lock-bound", tmp_path)
     assert len(errors) == 10  # five placements at two loads, each measured
     assert max(abs(e) for e in errors) < 0.25
@@ -41,8 +46,8 @@ def test_lock_bound_is_re_predicted_and_its_pick_is_the_best_measured(tmp_path):
     assert by_load[1].of_best > 0.95
 
 
-def test_a_placement_not_measured_is_left_out(tmp_path):
-    answer = json.loads((RUNS / "3-default" / "lock-bound.json").read_text())
+def test_a_placement_not_measured_is_left_out(runs, tmp_path):
+    answer = json.loads((runs / "3-default" / "lock-bound.json").read_text())
     for c in answer["candidates"]:
         if c["flags"] == ["--isolate-stage engine"]:
             c["measured_by_workload"] = None
@@ -53,16 +58,16 @@ def test_a_placement_not_measured_is_left_out(tmp_path):
 
 
 @pytest.mark.parametrize("mode", BOTH)
-def test_the_command_summarises_every_answer_given(mode, capsys, monkeypatch):
-    out = run_replay(mode, capsys, monkeypatch, RUNS / "5-one-core")
+def test_the_command_summarises_every_answer_given(runs, mode, capsys, monkeypatch):
+    out = run_replay(mode, capsys, monkeypatch, runs / "5-one-core")
     assert out.returncode == 0, out.stderr
     assert "5-one-core/qwen3-tts" in out.stdout
     assert "over 4 measurements" in out.stdout and "picks within 5%" in out.stdout
 
 
-def test_a_pipeline_of_ones_own_is_read_from_the_config_saved_beside_its_answer(tmp_path):
+def test_a_pipeline_of_ones_own_is_read_from_the_config_saved_beside_its_answer(runs, tmp_path):
     # tune_accuracy.py --config FILE --save DIR keeps DIR/NAME.yaml; the name is no built-in card
-    saved = RUNS / "13-time-weighted-probe" / "device-heavy.json"
+    saved = runs / "13-time-weighted-probe" / "device-heavy.json"
     assert saved.with_suffix(".yaml").is_file()
     errors, picks = replay(json.loads(saved.read_text()), "device-heavy", tmp_path, saved)
     assert len(errors) == 4 and [p.load for p in picks] == [1, 8]
@@ -71,9 +76,10 @@ def test_a_pipeline_of_ones_own_is_read_from_the_config_saved_beside_its_answer(
 
 
 @pytest.mark.parametrize("mode", BOTH)
-def test_bare_profiles_beside_the_answers_are_passed_over(tmp_path, mode, capsys, monkeypatch):
-    # tune_runs/.../14-card-profiles holds profiles for tune_latency.py, not answers
-    answer = RUNS / "5-one-core" / "qwen3-tts.json"
+def test_bare_profiles_beside_the_answers_are_passed_over(runs, tmp_path, mode, capsys,
+                                                          monkeypatch):
+    # 2026-11-30/14-card-profiles holds profiles for tune_eval/latency.py, not answers
+    answer = runs / "5-one-core" / "qwen3-tts.json"
     (tmp_path / "qwen3-tts.json").write_text(answer.read_text())
     (tmp_path / "profile.json").write_text(json.dumps(json.loads(answer.read_text())["profile"]))
     out = run_replay(mode, capsys, monkeypatch, tmp_path)
