@@ -42,11 +42,11 @@ import torch
 
 import launcher
 import planner
-from benchmarks.handoff_cost import memory_copy  # the same baseline: a plain copy_ into touched pages
+from benchmarks.handoff_cost import MIB, memory_copy  # the same baseline: a plain copy_
 from benchmarks.machine import cpu
 from planner.app.bench.machine import process_cpu_s
 
-KIB, MIB = 1 << 10, 1 << 20
+KIB = 1 << 10
 BIG = 64 * MIB
 CONCURRENCY = 16
 GOALS = {"latency": 1.5, "throughput": 0.8, "crossing": 1.5}

@@ -27,11 +27,9 @@ import time
 from datetime import date
 
 import planner
-from benchmarks.launcher_overhead import KIB, null_pipeline
+from benchmarks.launcher_overhead import CONCURRENCY, KIB, null_pipeline
 from benchmarks.machine import cpu
 from launcher.serving.replica_set import launch_replicas
-
-CONCURRENCY = 16
 
 
 def _latency(d, n: int) -> float:

@@ -77,3 +77,9 @@ def wav_header(sample_rate: int, data_bytes: int | None) -> bytes:
         b"RIFF", riff, b"WAVE", b"fmt ", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16,
         b"data", size,
     )
+
+
+# The playback speeds a request may ask for (OpenAI's `speed` range): the front door answers 400
+# to any other, and a stage that honours `speed` refuses it too (a request through the Python API
+# meets no front door).
+MIN_SPEED, MAX_SPEED = 0.25, 4.0

@@ -11,7 +11,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-WITHIN = 0.05  # a pick this close to the best measured counts as a hit
+from benchmarks.intervals import log_ratio_interval
+
+WITHIN = 0.05  # a pick this close to the best measured counts as a hit (the issue's bar)
 
 
 @dataclass(frozen=True)
@@ -102,22 +104,10 @@ def summary(judged: list[Judged], errs: list[float], quiet: list[float] | None =
             "errors": len(absolute), **beside}
 
 
-# Student's t at 0.95 (a two-sided 90% interval) by degrees of freedom; between two entries the
-# lower one's, which is the wider interval.
-_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860,
-        9: 1.833, 10: 1.812, 11: 1.796, 12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697}
-
-
 def ratio_interval(pairs: list[tuple[float, float]]) -> tuple[float, float] | None:
     """A 90% interval for the pick over the best from the paired rounds' ratios (Student's t on
     their logarithms): how far the judge itself can be off. None with fewer than two rounds."""
-    logs = [math.log(p / b) for p, b in pairs if p > 0 and b > 0]
-    if len(logs) < 2:
-        return None
-    mid, sd = statistics.fmean(logs), statistics.stdev(logs)
-    t = _T95[max(df for df in _T95 if df <= len(logs) - 1)]
-    half = t * sd / math.sqrt(len(logs))
-    return math.exp(mid - half), math.exp(mid + half)
+    return log_ratio_interval([math.log(p / b) for p, b in pairs if p > 0 and b > 0])
 
 
 def overall(directories: list[Path]) -> dict:

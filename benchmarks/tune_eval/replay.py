@@ -30,8 +30,7 @@ from planner.tune.model import Workload
 from planner.tune.profile import Profile
 
 from benchmarks.tune_eval.accuracy import EXTRA, SYNTHETIC, synthetic_config
-
-WITHIN = 0.05  # a pick this close to the best measured counts as a good one (the bar)
+from benchmarks.tune_eval.judge import WITHIN
 
 
 @dataclass(frozen=True)
