@@ -15,5 +15,5 @@ def cpu() -> str:
 
 def described() -> str:
     """`CPU, N cores, load average L1 L5 L15`: the line a saved run keeps beside its figures."""
-    load = os.getloadavg()
-    return f"{cpu()}, {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    one, five, fifteen = os.getloadavg()
+    return f"{cpu()}, {os.cpu_count()} cores, load average {one:.2f} {five:.2f} {fifteen:.2f}"

@@ -7,12 +7,12 @@ closed-loop loads (`planner tune --verify` with K = all), and report
   `planner tune --concurrency C` would), and of its one choice for all loads at once, over the
   best measured one.
 
-    python -m benchmarks.tune_eval.accuracy              # synthetic pipelines and qwen3-tts (~18 min)
-    python -m benchmarks.tune_eval.accuracy --quick      # one synthetic pipeline, C=1 and C=4
+    python -m benchmarks.tune_eval.accuracy                         # the default set (~18 min)
+    python -m benchmarks.tune_eval.accuracy --quick                 # one pipeline, C=1 and C=4
     python -m benchmarks.tune_eval.accuracy --pipeline four-mixed   # a 4-stage one (~12 min)
     python -m benchmarks.tune_eval.accuracy --pipeline device-bound # mostly a device wait (~4 min)
     python -m benchmarks.tune_eval.accuracy --pipeline held-out     # a per-chunk terminal (~4 min)
-    python -m benchmarks.tune_eval.accuracy --config my-pipeline.yaml      # a pipeline of your own
+    python -m benchmarks.tune_eval.accuracy --config my.yaml        # a pipeline of your own
     python -m benchmarks.tune_eval.accuracy --chart benchmarks/tune_accuracy.png  # and plot them
 
 Pipelines: synthetic stages with known costs (`launcher.synthetic`) that stress different

@@ -8,7 +8,8 @@ right. This shows that gap per placement, from numbers nothing else perturbs (/p
     python -m benchmarks.tune_eval.cores_busy --config pipeline.yaml --profile answer.json \\
         --placement "" --placement "--isolate-stage s1" --concurrency 4
     python -m benchmarks.tune_eval.cores_busy --pipeline lock-bound --concurrency 8 \\
-        --placement "--isolate-stage engine" --placement "--isolate-stage engine --isolate-stage out"
+        --placement "--isolate-stage engine" \\
+        --placement "--isolate-stage engine --isolate-stage out"
 
 For each placement it serves the pipeline through the launcher's Python API (C client threads in
 this process: no HTTP server and no load generator process, unlike `planner bench`), counts the

@@ -8,8 +8,9 @@ until a wakeup lands on it or the busy CPU's next tick balances the load (up to 
 The scheduler's own events say, for each stretch of idle, whether a runnable thread waited in
 another CPU's queue meanwhile, whose it was, and which process's threads preempted which:
 
-    python -m benchmarks.tune_eval.cpu_idle_trace --config pipeline.yaml --concurrency 4 --requests 1000 \\
-        --placement "--isolate-stage s0" --placement "--isolate-stage s0 --isolate-stage s1"
+    python -m benchmarks.tune_eval.cpu_idle_trace --config pipeline.yaml --concurrency 4 \\
+        --requests 1000 --placement "--isolate-stage s0" \\
+        --placement "--isolate-stage s0 --isolate-stage s1"
     python -m benchmarks.tune_eval.cpu_idle_trace --config pipeline.yaml --concurrency 4 \\
         --placement "--isolate-stage s0" --pin pipeline=0
 

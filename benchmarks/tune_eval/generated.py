@@ -1,14 +1,14 @@
 """`planner tune` on pipelines nobody tuned it on: pipelines drawn from a seeded generator, every
 accepted placement served and measured, every pick judged head to head against the best measured.
 
-    python -m benchmarks.tune_eval.generated --seeds 11,12,13            # three pipelines (~10 min)
-    python -m benchmarks.tune_eval.generated --quick                     # one 3-stage pipeline (~2 min)
+    python -m benchmarks.tune_eval.generated --seeds 11,12,13           # three pipelines (~10 min)
+    python -m benchmarks.tune_eval.generated --quick                    # one pipeline (~2 min)
     python -m benchmarks.tune_eval.generated --quick --near-saturation 0.9  # and an open loop
-    python -m benchmarks.tune_eval.generated --seeds 1 --dry-run         # the generated configs only
-    python -m benchmarks.tune_eval.generated --seeds 5 --device-stages   # with device-time stages
-    python -m benchmarks.tune_eval.generated --replay DIR                # re-predict a saved run
+    python -m benchmarks.tune_eval.generated --seeds 1 --dry-run        # the configs only
+    python -m benchmarks.tune_eval.generated --seeds 5 --device-stages  # device-time stages
+    python -m benchmarks.tune_eval.generated --replay DIR               # re-predict a saved run
     python -m benchmarks.tune_eval.generated --rejudge DIR --save NEW --h2h-rounds 6  # judge again
-    python -m benchmarks.tune_eval.generated --overall DIR NEW DIR2      # the bars over several runs
+    python -m benchmarks.tune_eval.generated --overall DIR NEW DIR2     # the bars over several
 
 Each seed gives one complete pipeline config (3-5 synthetic stages, `launcher.synthetic:stage`:
 pure-Python, native (hashing, which releases the interpreter lock) and mixed costs of unequal
@@ -100,8 +100,8 @@ def tune_all(cfg_path: Path, requests: int, rounds: int, out: Path, loads: list[
     accepted placement at each of `loads`."""
     given = ["--profile", str(profile)] if profile is not None else []
     done = run_planner("tune", "--config", str(cfg_path), *given, *load_args(loads), "--verify",
-                    "99", "--format", "json", "--output", str(out), "--requests", str(requests),
-                    "--rounds", str(rounds))
+                       "99", "--format", "json", "--output", str(out), "--requests",
+                       str(requests), "--rounds", str(rounds))
     if done.returncode != 0:
         raise SystemExit(f"planner tune on {cfg_path} failed ({done.returncode}):\n{done.stderr}")
     return json.loads(done.stdout)
@@ -111,7 +111,7 @@ def pick_at(cfg_path: Path, profile: Path, load: Load, out: Path) -> dict:
     """What `planner tune --concurrency C` (or `--rate R`) answers with the run's profile and
     this load alone."""
     done = run_planner("tune", "--config", str(cfg_path), "--profile", str(profile),
-                    *load_args([load]), "--format", "json", "--output", str(out))
+                       *load_args([load]), "--format", "json", "--output", str(out))
     if done.returncode != 0:
         raise SystemExit(f"planner tune --profile failed:\n{done.stderr}")
     data = json.loads(done.stdout)
@@ -134,8 +134,8 @@ def head_to_head_rounds(cfg_path: Path, pick: list[str], best: list[str], load: 
         else:
             names[role] = "declared"
     done = run_planner("bench", "--config", str(cfg_path), *args, *load_args([load]),
-                    "--device", "cpu",
-                    "--requests", str(requests), "--rounds", str(rounds), "--output", str(out))
+                       "--device", "cpu", "--requests", str(requests), "--rounds", str(rounds),
+                       "--output", str(out))
     results = out / "results.json"
     if not results.exists():
         raise SystemExit(f"planner bench failed ({done.returncode}):\n{done.stderr}")
@@ -254,7 +254,7 @@ def replay(directory: Path) -> dict:
             profile.write_text(json.dumps(old["profile"]), encoding="utf-8")
             loads = [a for c in LOADS for a in ("--concurrency", str(c))]
             done = run_planner("tune", "--config", str(out / "pipeline.yaml"), "--profile",
-                            str(profile), *loads, "--format", "json", "--output", tmp)
+                               str(profile), *loads, "--format", "json", "--output", tmp)
             new = json.loads(done.stdout)
             for k, load in enumerate(LOADS):
                 measured = measured_at(old, k)

@@ -5,7 +5,8 @@ against the same spread over forked workers. Runs interleave (A B C, A B C, ...)
 of the machine falls on every card alike. Prints medians with min/max; no pass/fail.
 
     python -m benchmarks.tune_eval.latency benchmarks/tune_runs/2026-11-30/14-card-profiles/
-    python -m benchmarks.tune_eval.latency PROFILE.json ... --repeat 9 --concurrency 1 --concurrency 8
+    python -m benchmarks.tune_eval.latency PROFILE.json ... --repeat 9 --concurrency 1 \\
+        --concurrency 8
 
 Each FILE is a profile (`planner tune --output DIR` writes DIR/profile.json) or a saved tune
 answer (its "profile"); its "model" names the card.

@@ -4,11 +4,11 @@ rates (light, middle, near what the machine holds), `planner tune --rate R --ttf
 the pick met its target, the cheaper runner-up missed it, and the predicted p99 was within 25% of
 the measured one.
 
-    python -m benchmarks.tune_eval.rate_cases --decide DIR      # profile each pipeline, fix rates and targets
-    python -m benchmarks.tune_eval.rate_cases --serve DIR       # ask and serve every case decided in DIR
-    python -m benchmarks.tune_eval.rate_cases --report DIR      # the table, from what DIR holds
-    python -m benchmarks.tune_eval.rate_cases --report DIR DIR2  # and each case on its first quiet run
-    python -m benchmarks.tune_eval.rate_cases --ask DIR         # does the planner now recommend what DIR served?
+    python -m benchmarks.tune_eval.rate_cases --decide DIR       # profile, fix rates and targets
+    python -m benchmarks.tune_eval.rate_cases --serve DIR        # ask and serve every case decided
+    python -m benchmarks.tune_eval.rate_cases --report DIR       # the table, from what DIR holds
+    python -m benchmarks.tune_eval.rate_cases --report DIR DIR2  # each case on its first quiet run
+    python -m benchmarks.tune_eval.rate_cases --ask DIR          # still recommends what DIR served?
 
 Rates and targets are fixed from each pipeline's profile before anything is served, by one rule
 (`decide`): the machine's hold is the most any plan is predicted to complete with four clients
