@@ -24,7 +24,7 @@ import time
 
 import httpx
 
-from benchmarks.machine import cpu
+from benchmarks.machine import cpu_name
 from benchmarks.served_process import stop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,7 +89,7 @@ def main() -> int:
     bad = {c: n for c, n in counts.items() if c not in (200, 429, 503)}
     no_retry = sum(1 for code, _, ra in results if code in (429, 503) and not ra)
     print(f"{args.model}: {args.concurrency} concurrent requests, max-queued "
-          f"{args.max_queued or 'default'}; {cpu()}, "
+          f"{args.max_queued or 'default'}; {cpu_name()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     print("  statuses: " + ", ".join(f"{c}: {n}" for c, n in sorted(counts.items(), key=str)))
     if refused:

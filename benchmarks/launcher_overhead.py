@@ -43,7 +43,7 @@ import torch
 import launcher
 import planner
 from benchmarks.handoff_cost import MIB, memory_copy  # the same baseline: a plain copy_
-from benchmarks.machine import cpu
+from benchmarks.machine import cpu_name
 from planner.app.bench.machine import process_cpu_s
 
 KIB = 1 << 10
@@ -218,7 +218,7 @@ def report(r: dict, quick: bool) -> str:
 
     rounds = len(r["rounds"]["one"]["latency_s"])
     return "\n".join([
-        f"launcher overhead, {date.today()}, {cpu()}, "
+        f"launcher overhead, {date.today()}, {cpu_name()}, "
         f"{_cores_text()}, "
         f"torch {torch.__version__}; medians of {rounds} round(s){' (quick)' if quick else ''}",
         "null pipeline source -> relay -> sink; one: 1 process; split: 3 processes "

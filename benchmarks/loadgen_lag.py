@@ -26,7 +26,7 @@ import threading
 import time
 from datetime import date
 
-from benchmarks.machine import cpu
+from benchmarks.machine import cpu_name
 from planner.app.bench.arrivals import realtime
 from planner.app.bench.load_results import LATE_S
 from planner.app.bench.load_shapes import Closed, Load, Open, arrival_times
@@ -112,7 +112,7 @@ def main() -> int:
     requests = args.requests or (25 if args.quick else 500)
     known_latency = FIRST_S + (CHUNKS - 1) * CHUNK_S
 
-    machine = cpu()
+    machine = cpu_name()
     print(f"# load generator accuracy, {date.today()}, {machine} ({os.cpu_count()} CPUs), "
           f"Python {platform.python_version()}")
     print(f"server: first audio after {FIRST_S * 1000:g} ms, {CHUNKS} chunks {CHUNK_S * 1000:g} "

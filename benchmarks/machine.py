@@ -8,7 +8,7 @@ import platform
 from planner.app.bench.machine import cpu_model
 
 
-def cpu() -> str:
+def cpu_name() -> str:
     """The CPU's model name (as `planner bench` records it), else the architecture."""
     return cpu_model() or platform.machine()
 
@@ -16,4 +16,4 @@ def cpu() -> str:
 def described() -> str:
     """`CPU, N cores, load average L1 L5 L15`: the line a saved run keeps beside its figures."""
     one, five, fifteen = os.getloadavg()
-    return f"{cpu()}, {os.cpu_count()} cores, load average {one:.2f} {five:.2f} {fifteen:.2f}"
+    return f"{cpu_name()}, {os.cpu_count()} cores, load average {one:.2f} {five:.2f} {fifteen:.2f}"

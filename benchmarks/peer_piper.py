@@ -46,7 +46,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.machine import cpu
+from benchmarks.machine import cpu_name
 from benchmarks.peer_piper_report import GRAPH, PIPER, STREAM, WAV, Cell, report, stolen_text
 
 from planner.app.cpu_steal import running_ticks, ticks_between
@@ -467,7 +467,7 @@ class Graph:
 # -- the run -------------------------------------------------------------------------------------
 def machine() -> dict:
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "cpu": cpu(), "cores": len(os.sched_getaffinity(0)),
+            "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "command": shlex.join([sys.executable, *sys.argv])}
 

@@ -28,7 +28,7 @@ from datetime import date
 
 import planner
 from benchmarks.launcher_overhead import CONCURRENCY, KIB, null_pipeline
-from benchmarks.machine import cpu
+from benchmarks.machine import cpu_name
 from launcher.serving.replica_set import launch_replicas
 
 
@@ -97,7 +97,7 @@ def main() -> None:
         if session is not None:
             session.close()
     print(f"ray vs local, one replica of a null 3-process pipeline (1 KiB), {date.today()}, "
-          f"{cpu()}, {os.cpu_count()} CPUs, "
+          f"{cpu_name()}, {os.cpu_count()} CPUs, "
           f"python {platform.python_version()}")
     print(f"local Ray instance up in {ray_up:.1f} s")
     print(f"{'backend':8} {'startup s':>10} {'C=1 p50 ms':>11} {'C=16 req/s':>11}")

@@ -21,7 +21,7 @@ import time
 from datetime import date
 
 import planner
-from benchmarks.machine import cpu
+from benchmarks.machine import cpu_name
 from planner import all_cards
 
 
@@ -126,7 +126,7 @@ def main() -> None:
     args = ap.parse_args()
     repeat = 5 if args.quick else 50
 
-    print(f"# solve latency, {date.today()}, {cpu()}, Python {platform.python_version()}")
+    print(f"# solve latency, {date.today()}, {cpu_name()}, Python {platform.python_version()}")
     print("\n## in-process planner.solve per card")
     feas, infeas = [], []
     for card, variant, ok_req, bad_req in card_cases():

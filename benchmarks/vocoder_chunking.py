@@ -30,7 +30,7 @@ from datetime import date
 
 import numpy as np
 
-from benchmarks.machine import cpu
+from benchmarks.machine import cpu_name
 from launcher import piper
 from launcher.piper import voice as V
 from planner.app.bench.texts import request_texts
@@ -95,7 +95,7 @@ def main() -> None:
                     per_piece[way][i] = times
             cpu[way].append(total / len(payloads))
 
-    print(f"# vocoder_chunking.py, {date.today()}, {cpu()}, "
+    print(f"# vocoder_chunking.py, {date.today()}, {cpu_name()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {args.texts} texts of "
           f"about {args.chars} characters, context {args.context} frames, {args.repeat} reps")
     base = statistics.median(cpu["whole"])

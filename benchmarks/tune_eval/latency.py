@@ -27,7 +27,7 @@ from datetime import date
 from pathlib import Path
 
 import planner
-from benchmarks.machine import cpu
+from benchmarks.machine import cpu_name
 from planner.tune.model import Workload
 from planner.tune.parallel import predict_many, usable_cores
 from planner.tune.profile import Profile
@@ -89,7 +89,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> int:
         load_avg = os.getloadavg()[0]
     except OSError:
         load_avg = float("nan")
-    print(f"# tune latency, {date.today()}, {cpu()}, "
+    print(f"# tune latency, {date.today()}, {cpu_name()}, "
           f"{os.cpu_count()} cores ({usable_cores()} usable), load average {load_avg:.1f}, "
           f"Python {platform.python_version()}; loads {' '.join(loads) or 'C=1 C=4'}; "
           f"{args.repeat} runs each, interleaved")
