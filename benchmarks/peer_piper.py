@@ -46,6 +46,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from benchmarks.clients import run_clients
 from benchmarks.machine import cpu_name
 from benchmarks.peer_piper_report import GRAPH, PIPER, STREAM, WAV, Cell, report, stolen_text
 
@@ -396,13 +397,7 @@ def closed_loop(target: Target, sentences: list[str], concurrency: int) -> tuple
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=client) for _ in range(concurrency)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return samples, time.perf_counter() - t0
+    return samples, run_clients(client, concurrency)
 
 
 # -- measurements ------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from planner.errors import ConfigError
 from planner.tune.model import Workload, predict
 from planner.tune.profile import Profile
 
+from benchmarks.clients import run_clients
 from benchmarks.tune_eval.replay import pipeline_for
 
 WARMUP = 8
@@ -82,13 +83,7 @@ def serve(plan: planner.Plan, concurrency: int, requests: int) -> tuple[float, f
                             window[mark], window[mark + " cpu"] = (time.perf_counter(),
                                                                    busy_cpu_seconds())
 
-        clients = [threading.Thread(target=client) for _ in range(concurrency)]
-        start = time.perf_counter()
-        for c in clients:
-            c.start()
-        for c in clients:
-            c.join()
-        wall = time.perf_counter() - start
+        wall = run_clients(client, concurrency)
     busy = ((window["end cpu"] - window["start cpu"]) / (window["end"] - window["start"])
             if "end" in window else float("nan"))
     return requests / wall, busy
