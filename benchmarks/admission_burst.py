@@ -6,8 +6,8 @@ Prints the count of each status, how fast refusals came back (median, max) and t
 the served requests; exits 1 when any answer was something else. Bounded in time: the server is
 stopped after the burst (or after `--deadline` seconds, whichever comes first).
 
-    python benchmarks/admission_burst.py                        # qwen3-tts, 300 at once
-    python benchmarks/admission_burst.py --concurrency 300 --max-queued 32 --input "Hi there."
+    python -m benchmarks.admission_burst                        # qwen3-tts, 300 at once
+    python -m benchmarks.admission_burst --concurrency 300 --max-queued 32 --input "Hi there."
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import collections
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -25,7 +24,8 @@ import time
 
 import httpx
 
-from served_process import stop
+from benchmarks.machine import cpu_name
+from benchmarks.served_process import stop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READY = re.compile(r"ready: .* on (http://\S+) ")
@@ -89,7 +89,7 @@ def main() -> int:
     bad = {c: n for c, n in counts.items() if c not in (200, 429, 503)}
     no_retry = sum(1 for code, _, ra in results if code in (429, 503) and not ra)
     print(f"{args.model}: {args.concurrency} concurrent requests, max-queued "
-          f"{args.max_queued or 'default'}; {platform.processor() or platform.machine()}, "
+          f"{args.max_queued or 'default'}; {cpu_name()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     print("  statuses: " + ", ".join(f"{c}: {n}" for c, n in sorted(counts.items(), key=str)))
     if refused:

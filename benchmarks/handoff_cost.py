@@ -16,15 +16,14 @@
 
 Prints medians with min/max, and ratios. No pass/fail.
 
-    python benchmarks/handoff_cost.py            # full run (a few seconds)
-    python benchmarks/handoff_cost.py --quick    # fewer repetitions
+    python -m benchmarks.handoff_cost            # full run (a few seconds)
+    python -m benchmarks.handoff_cost --quick    # fewer repetitions
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import platform
 import queue
 import statistics
 import threading
@@ -33,6 +32,7 @@ from datetime import date
 
 import torch
 
+from benchmarks.machine import cpu_name
 from launcher.wire import ipc
 
 MIB = 1 << 20
@@ -172,7 +172,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = parser.parse_args()
     torch.set_num_threads(1)  # as in a worker process
-    print(f"handoff cost, {date.today()}, {platform.processor() or platform.machine()}, "
+    print(f"handoff cost, {date.today()}, {cpu_name()}, "
           f"torch {torch.__version__}, shared memory in {ipc.SHM_DIR}")
     for nbytes in SIZES:
         repeat = (5 if args.quick else 20) if nbytes >= 16 * MIB else (20 if args.quick else 200)

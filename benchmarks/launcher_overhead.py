@@ -21,9 +21,9 @@ caller's and the worker's) that a second core barely speeds up, while the split'
 side by side. `--cores N` runs everything (the workers inherit it) on the first N CPUs of this
 process, so one machine shows how the ratio moves with cores.
 
-    python benchmarks/launcher_overhead.py            # full run (about a minute)
-    python benchmarks/launcher_overhead.py --cores 1  # the same on one core
-    python benchmarks/launcher_overhead.py --quick    # smoke run (about 10 s)
+    python -m benchmarks.launcher_overhead            # full run (about a minute)
+    python -m benchmarks.launcher_overhead --cores 1  # the same on one core
+    python -m benchmarks.launcher_overhead --quick    # smoke run (about 10 s)
 """
 
 from __future__ import annotations
@@ -33,20 +33,20 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import threading
 import time
 from datetime import date
 
 import torch
-from handoff_cost import memory_copy  # the same baseline: a plain copy_ into touched pages
 
 import launcher
 import planner
-from planner.app.bench.machine import cpu_model, process_cpu_s
+from benchmarks.handoff_cost import MIB, memory_copy  # the same baseline: a plain copy_
+from benchmarks.machine import cpu_name
+from planner.app.bench.machine import process_cpu_s
 
-KIB, MIB = 1 << 10, 1 << 20
+KIB = 1 << 10
 BIG = 64 * MIB
 CONCURRENCY = 16
 GOALS = {"latency": 1.5, "throughput": 0.8, "crossing": 1.5}
@@ -218,7 +218,7 @@ def report(r: dict, quick: bool) -> str:
 
     rounds = len(r["rounds"]["one"]["latency_s"])
     return "\n".join([
-        f"launcher overhead, {date.today()}, {cpu_model() or platform.machine()}, "
+        f"launcher overhead, {date.today()}, {cpu_name()}, "
         f"{_cores_text()}, "
         f"torch {torch.__version__}; medians of {rounds} round(s){' (quick)' if quick else ''}",
         "null pipeline source -> relay -> sink; one: 1 process; split: 3 processes "

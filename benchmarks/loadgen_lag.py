@@ -10,8 +10,8 @@ grows with the rate is the client's own work (in flight = rate x latency). For e
 the schedule lag (send time - due time) p50/p99/max, late requests (sent >= 1 ms after due), and
 the measured TTFA and latency next to the known values.
 
-    python benchmarks/loadgen_lag.py            # 10-100 req/s, 500 requests each (~3 min)
-    python benchmarks/loadgen_lag.py --quick    # smoke mode used by the tests (~5 s)
+    python -m benchmarks.loadgen_lag            # 10-100 req/s, 500 requests each (~3 min)
+    python -m benchmarks.loadgen_lag --quick    # smoke mode used by the tests (~5 s)
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import threading
 import time
 from datetime import date
 
+from benchmarks.machine import cpu_name
 from planner.app.bench.arrivals import realtime
 from planner.app.bench.load_results import LATE_S
 from planner.app.bench.load_shapes import Closed, Load, Open, arrival_times
 from planner.app.bench.loadgen import run_load
-from planner.app.bench.machine import cpu_model
 from planner.app.bench.stats import percentile
 
 FIRST_S, CHUNKS, CHUNK_S, CHUNK_BYTES = 0.05, 4, 0.02, 9600  # 0.2 s of 24 kHz PCM per chunk
@@ -112,7 +112,7 @@ def main() -> int:
     requests = args.requests or (25 if args.quick else 500)
     known_latency = FIRST_S + (CHUNKS - 1) * CHUNK_S
 
-    machine = cpu_model() or platform.machine()
+    machine = cpu_name()
     print(f"# load generator accuracy, {date.today()}, {machine} ({os.cpu_count()} CPUs), "
           f"Python {platform.python_version()}")
     print(f"server: first audio after {FIRST_S * 1000:g} ms, {CHUNKS} chunks {CHUNK_S * 1000:g} "

@@ -24,9 +24,9 @@ tree (/proc, before and after) per request. Memory: PSS (smaps_rollup) summed ov
 warm-up and after the last round. Ratios are ours / piper per round, their median, and the
 geometric mean over rounds with a 90% interval (Student's t on the logs of the paired rounds).
 
-    python benchmarks/peer_piper.py                    # 4 rounds, ~10 min on 2 cores
-    python benchmarks/peer_piper.py --quick            # smoke run, ~1 min
-    python benchmarks/peer_piper.py --ours declared= --ours 'tuned=--isolate-stage vocoder'
+    python -m benchmarks.peer_piper                    # 4 rounds, ~10 min on 2 cores
+    python -m benchmarks.peer_piper --quick            # smoke run, ~1 min
+    python -m benchmarks.peer_piper --ours declared= --ours 'tuned=--isolate-stage vocoder'
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import datetime as dt
 import http.client
 import json
 import os
-import platform
 import shlex
 import socket
 import subprocess
@@ -47,7 +46,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from peer_piper_report import GRAPH, PIPER, STREAM, WAV, Cell, report, stolen_text
+from benchmarks.clients import run_clients
+from benchmarks.machine import cpu_name
+from benchmarks.peer_piper_report import GRAPH, PIPER, STREAM, WAV, Cell, report, stolen_text
 
 from planner.app.cpu_steal import running_ticks, ticks_between
 
@@ -396,13 +397,7 @@ def closed_loop(target: Target, sentences: list[str], concurrency: int) -> tuple
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=client) for _ in range(concurrency)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return samples, time.perf_counter() - t0
+    return samples, run_clients(client, concurrency)
 
 
 # -- measurements ------------------------------------------------------------------------------
@@ -466,10 +461,8 @@ class Graph:
 
 # -- the run -------------------------------------------------------------------------------------
 def machine() -> dict:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text()
-                .splitlines() if ln.startswith("model name")), platform.processor())
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "cpu": cpu, "cores": len(os.sched_getaffinity(0)),
+            "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "command": shlex.join([sys.executable, *sys.argv])}
 

@@ -10,6 +10,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from benchmarks.intervals import log_ratio_interval
 from planner.app.cpu_steal import share_of
 from planner.stats import percentile
 
@@ -54,12 +55,6 @@ class Cell:
         return percentile(self.latencies_s, {"p50": 50, "p90": 90}[name])
 
 
-# Student's t at 0.95 (a two-sided 90% interval) by degrees of freedom; between two entries the
-# lower one's, the wider interval.
-_T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860,
-        9: 1.833, 10: 1.812, 12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697}
-
-
 @dataclass(frozen=True)
 class Summary:
     ratios: tuple[float | None, ...]  # per round; None where either side had no figure
@@ -77,13 +72,8 @@ def summarise(ours: list[float], theirs: list[float]) -> Summary | None:
     if not kept:
         return None
     logs = [math.log(r) for r in kept]
-    mid = statistics.fmean(logs)
-    interval = None
-    if len(logs) >= 2:
-        t = _T95[max(df for df in _T95 if df <= len(logs) - 1)]
-        half = t * statistics.stdev(logs) / math.sqrt(len(logs))
-        interval = (math.exp(mid - half), math.exp(mid + half))
-    return Summary(ratios, statistics.median(kept), math.exp(mid), interval)
+    return Summary(ratios, statistics.median(kept), math.exp(statistics.fmean(logs)),
+                   log_ratio_interval(logs))
 
 
 def series(cells: list[Cell], system: str, variant: str, concurrency: int, metric: str,

@@ -12,8 +12,8 @@ Between workers the two are the same (Unix sockets, shared memory); the control 
 - C=1 latency: median of one `synthesize` at a time;
 - C=16 throughput: 16 threads calling `synthesize` in a closed loop.
 
-    python benchmarks/ray_vs_local.py            # about a minute
-    python benchmarks/ray_vs_local.py --quick    # smoke run
+    python -m benchmarks.ray_vs_local            # about a minute
+    python -m benchmarks.ray_vs_local --quick    # smoke run
 """
 
 from __future__ import annotations
@@ -22,20 +22,14 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import threading
 import time
 from datetime import date
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from launcher_overhead import KIB, null_pipeline
-
 import planner
-from planner.app.bench.machine import cpu_model
+from benchmarks.launcher_overhead import CONCURRENCY, KIB, null_pipeline
+from benchmarks.machine import cpu_name
 from launcher.serving.replica_set import launch_replicas
-
-CONCURRENCY = 16
 
 
 def _latency(d, n: int) -> float:
@@ -103,7 +97,7 @@ def main() -> None:
         if session is not None:
             session.close()
     print(f"ray vs local, one replica of a null 3-process pipeline (1 KiB), {date.today()}, "
-          f"{cpu_model() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"{cpu_name()}, {os.cpu_count()} CPUs, "
           f"python {platform.python_version()}")
     print(f"local Ray instance up in {ray_up:.1f} s")
     print(f"{'backend':8} {'startup s':>10} {'C=1 p50 ms':>11} {'C=16 req/s':>11}")

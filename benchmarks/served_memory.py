@@ -6,9 +6,9 @@ proportional set size (PSS: shared pages divided among the processes that map th
 is what the tree costs) and resident set size (RSS) from /proc/PID/smaps_rollup (Linux). Prints
 one row per process, the sums, and the time from start to the ready line.
 
-    python benchmarks/served_memory.py piper-joe
-    python benchmarks/served_memory.py qwen3-tts -- --isolate-stage code2wav
-    python benchmarks/served_memory.py piper-joe --json
+    python -m benchmarks.served_memory piper-joe
+    python -m benchmarks.served_memory qwen3-tts -- --isolate-stage code2wav
+    python -m benchmarks.served_memory piper-joe --json
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import time
 import urllib.request
 
-from served_process import stop
+from benchmarks.served_process import stop
 
 
 def children(pid: int) -> list[int]:

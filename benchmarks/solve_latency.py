@@ -1,9 +1,9 @@
 """Solve latency: in-process `planner.solve` per card and request, the CLI cold start, and scaling
 on synthetic pipelines. Prints medians with min/max; no pass/fail.
 
-    python benchmarks/solve_latency.py            # full run (~1 min)
-    python benchmarks/solve_latency.py --quick    # smoke mode used by the tests
-    python benchmarks/solve_latency.py --baseline-tree ../old   # also time another checkout's
+    python -m benchmarks.solve_latency            # full run (~1 min)
+    python -m benchmarks.solve_latency --quick    # smoke mode used by the tests
+    python -m benchmarks.solve_latency --baseline-tree ../old   # also time another checkout's
                                                   # planner.solve on the same requests, same run
 """
 
@@ -21,6 +21,7 @@ import time
 from datetime import date
 
 import planner
+from benchmarks.machine import cpu_name
 from planner import all_cards
 
 
@@ -125,7 +126,7 @@ def main() -> None:
     args = ap.parse_args()
     repeat = 5 if args.quick else 50
 
-    print(f"# solve latency, {date.today()}, {platform.machine()}, Python {platform.python_version()}")
+    print(f"# solve latency, {date.today()}, {cpu_name()}, Python {platform.python_version()}")
     print("\n## in-process planner.solve per card")
     feas, infeas = [], []
     for card, variant, ok_req, bad_req in card_cases():

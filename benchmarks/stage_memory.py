@@ -8,7 +8,7 @@ for the frontend) from /proc (Linux). A stage's figure is (that process) - (the 
 stages in one process share their libraries (onnxruntime), so their sum overstates that process
 somewhat; the "all" row shows by how much.
 
-    python benchmarks/stage_memory.py
+    python -m benchmarks.stage_memory
 """
 
 from __future__ import annotations

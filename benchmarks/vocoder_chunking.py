@@ -16,24 +16,23 @@ how many times slower every stage could run before a player that starts with the
 stalls (min over chunks, median and worst over requests; one thread doing everything, so a
 pipelined deployment has more).
 
-    python benchmarks/vocoder_chunking.py                       # 12 texts, 5 repetitions
-    python benchmarks/vocoder_chunking.py --schedule 24,64 --schedule 24,48,96,192
+    python -m benchmarks.vocoder_chunking                       # 12 texts, 5 repetitions
+    python -m benchmarks.vocoder_chunking --schedule 24,64 --schedule 24,48,96,192
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 from datetime import date
 
 import numpy as np
 
+from benchmarks.machine import cpu_name
 from launcher import piper
 from launcher.piper import voice as V
-from planner.app.bench.machine import cpu_model
 from planner.app.bench.texts import request_texts
 
 DEFAULT_SCHEDULES = ("24,64", "24,64,128", "24,48,96,192", "24,96,256")
@@ -96,7 +95,7 @@ def main() -> None:
                     per_piece[way][i] = times
             cpu[way].append(total / len(payloads))
 
-    print(f"# vocoder_chunking.py, {date.today()}, {cpu_model() or platform.machine()}, "
+    print(f"# vocoder_chunking.py, {date.today()}, {cpu_name()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; {args.texts} texts of "
           f"about {args.chars} characters, context {args.context} frames, {args.repeat} reps")
     base = statistics.median(cpu["whole"])

@@ -107,3 +107,9 @@ def owned_samples(audio: Any, shared: bool) -> Any:
     if shared or audio.dtype != torch.float32:
         audio = audio.to(torch.float32, copy=True)
     return audio
+
+
+# The playback speeds a request may ask for (OpenAI's `speed` range): the front door answers 400
+# to any other, and a stage that honours `speed` refuses it too (a request through the Python API
+# meets no front door).
+MIN_SPEED, MAX_SPEED = 0.25, 4.0

@@ -14,7 +14,6 @@ from planner.plan import Assign, ComputeRequest, Copies, Isolate, Pin, Request, 
 
 ISOLATE, ASSIGN = "--isolate-stage", "--stage-process"
 THREADS, COPIES, PIN = "--stage-threads", "--process-copies", "--process-cpus"
-ANY_FLAG = (ISOLATE, ASSIGN, THREADS, COPIES, PIN)
 
 
 def flag(request: Request | ComputeRequest) -> str:

@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from launcher.audio import MAX_SPEED, MIN_SPEED
 from launcher.piper import voice as V
 from launcher.piper.runtime import session
-
-MIN_SPEED, MAX_SPEED = 0.25, 4.0  # OpenAI's `speed` range
 
 
 def chunk_schedule(chunk_frames: int | Sequence[int],

@@ -20,8 +20,7 @@ COMPRESSED = {
     "flac": ("FLAC", "PCM_16", "audio/flac"),
     "mp3": ("MP3", "MPEG_LAYER_III", "audio/mpeg"),
 }
-# OpenAI formats no encoder here writes (opus needs 48 kHz-family rates, aac a system codec).
-UNSUPPORTED = ("opus", "aac")
+# OpenAI's opus and aac are not written here: opus needs 48 kHz-family rates, aac a system codec.
 
 
 def available() -> str | None:

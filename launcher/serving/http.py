@@ -47,7 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from launcher.serving import encode
 from launcher.serving.catalog import Catalog
-from launcher.audio import pcm16, wav_header
+from launcher.audio import MAX_SPEED, MIN_SPEED, pcm16, wav_header
 from launcher.errors import RequestFailed
 from launcher.facade import DeploymentFacade
 from launcher.serving.limits import MAX_BODY_BYTES, MAX_INPUT_CHARS, REQUEST_TIMEOUT_S
@@ -55,7 +55,6 @@ from launcher.control.request_table import SpeechRequest
 
 MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm",
                **{f: media for f, (_, _, media) in encode.COMPRESSED.items()}}
-MIN_SPEED, MAX_SPEED = 0.25, 4.0
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ wait for a core (schedstat), so a profile would read that time as device time; t
 how much there was instead (`Profile.core_wait_share` counts it).
 
 On a shared host the steal depends on how the guest uses its CPUs, not only on the neighbours:
-on this project's 2-vCPU machine, two threads busy without a pause lost 2-9% of their running
-time while work in 10 ms bursts with 50 ms pauses between lost 24-54% (the same minutes), and a
-served pipeline at 2 requests a second lost 47-49%. So `burst_speed` measures the kind of use a
-pipeline serving a light load makes, and `stolen_of_running` reports a run's own share."""
+work in short bursts with pauses between loses far more of its running time than threads busy
+without a pause, in the same minutes (benchmarks/EVIDENCE.md, "The CPU the host takes"). So
+`burst_speed` measures the kind of use a pipeline serving a light load makes, and
+`stolen_of_running` reports a run's own share."""
 
 from __future__ import annotations
 

@@ -21,6 +21,23 @@ from planner.tune.profile import Profile
 
 Objective = Literal["throughput", "latency", "ttfa"]
 
+# The placements (best by the one-thread prediction first) that `choose(compute=True)` gives
+# threads and copies: each costs up to compute_search's bound in solves and predictions.
+WIDENED_PLACEMENTS = 3
+# Predictions closer than this are ties: the same placement measures further apart than this from
+# run to run on a small shared machine, so the model does not resolve them.
+TIE = 0.03
+# Predictions closer than this the model does not tell apart at all: its own noise (a profile's
+# timings of one stage at one and at two threads, taken a second apart, differ by about as much).
+RESOLUTION = 0.001
+# Stages beside the busiest one that do less than this share of its CPU work do not crowd it.
+CROWDING_FLOOR = 0.10
+# Company slows the busiest stage only if it re-takes the interpreter lock so often that a wake-up
+# per re-take (the profile's handoff latency) would add up to this share of its CPU time: between
+# the share where company was measured to cost the busiest stage and the one where isolating it
+# cost instead (benchmarks/EVIDENCE.md, "Ties: what the model knows it misses").
+RETAKE_SHARE = 0.075
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -69,6 +86,28 @@ class Choice:
     @property
     def best(self) -> Candidate | None:
         return self.ranked[0] if self.ranked else None
+
+
+@dataclass(frozen=True)
+class RankKey:
+    """What `rank` orders a candidate by: its predicted score and what settles a tie."""
+
+    score: float  # over every workload at once, higher is better (`score`)
+    processes: int
+    declared: bool  # the declared topology: it asks for nothing
+    crowding_ms: float = 0.0  # native work beside its busiest stage (`crowding_ms`)
+    name: str = ""  # its flags, for a fixed order among exact equals
+    extra_threads: int = 0  # threads asked for beyond one per stage (`Candidate.extra_threads`)
+
+    @classmethod
+    def of(cls, c: Candidate, objective: Objective) -> RankKey:
+        return cls(score(c, objective), c.processes, not c.requests, c.crowding_ms, c.name,
+                   c.extra_threads)
+
+    @property
+    def exact_order(self) -> tuple[float, int, bool, str]:
+        """The order among exact equals: higher score, fewer processes, declared, then by name."""
+        return (-self.score, self.processes, not self.declared, self.name)
 
 
 def _geomean(values: list[float]) -> float:
@@ -164,33 +203,9 @@ def choose(pipeline: Pipeline, profile: Profile, workloads: tuple[Workload, ...]
             excluded.append((c, reason))
         else:
             kept.append(c)
-    order = rank([score(c, objective) for c in kept], [c.processes for c in kept],
-                 [not c.requests for c in kept], [c.crowding_ms for c in kept], machine_cores,
-                 [c.name for c in kept], [c.extra_threads for c in kept])
+    order = rank([RankKey.of(c, objective) for c in kept], machine_cores)
     return Choice(workloads, objective, tuple(kept[i] for i in order), tuple(excluded), declared,
                   machine_cores, slo_p99_ms, refused)
-
-
-# The placements (best by the one-thread prediction first) that `choose(compute=True)` gives
-# threads and copies: each costs up to compute_search's bound in solves and predictions.
-WIDENED_PLACEMENTS = 3
-# Predictions closer than this are ties: the model does not resolve them. On this project's
-# 2-core machine the same placement measures up to 10% apart from run to run.
-TIE = 0.03
-# Predictions closer than this the model does not tell apart at all: its own noise (a profile's
-# timings of one stage at one and at two threads, taken a second apart, differ by about as much).
-RESOLUTION = 0.001
-# Stages beside the busiest one that do less than this share of its CPU work do not crowd it.
-CROWDING_FLOOR = 0.10
-# Company slows the busiest stage only if it re-takes the interpreter lock so often that a wake-up
-# per re-take (the profile's handoff latency) would add up to this share of its CPU time. Measured
-# on 2 vCPUs: company cost the busiest stage where that share was 13% (four-mixed of
-# `tune_accuracy.py` at C=8: its terminal stage, 73 hashing calls per request, beside the other
-# hashing stage measured 60-65 req/s against 65-73 beside a pure-Python one; the process of the
-# two used one core, and the machine idled 22% of the time against 4%) and 77% (Qwen3-TTS's
-# stand-ins, torch ops of 0.02 ms). Where it was 4.5% (device-bound: mostly a device wait),
-# isolating the busiest stage measured 7% worse. Set between the two.
-RETAKE_SHARE = 0.075
 
 
 def _several_in_flight(p: Prediction) -> bool:
@@ -204,13 +219,11 @@ def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile,
     """Native work per request of the stages that share a process with the busiest stage (by
     CPU): work that, like the busiest stage's own, re-takes the interpreter lock between calls,
     so the two keep meeting at it. Pure-Python company is not counted: it holds the lock in long
-    stretches, which the model shares out itself (on four-mixed at C=8 the busiest stage measured
-    65-73 req/s beside a pure-Python stage and 60-65 beside a hashing one; on a pipeline whose
-    encoder runs 2 ms of pure Python around a 15 ms device wait, counting it split the encoder
-    off at x0.921 of the one process). 0 when that work is under `CROWDING_FLOOR` of the busiest
-    stage's CPU, or the busiest stage re-takes the lock too rarely for company to slow it
-    (`RETAKE_SHARE`: long native calls, or pure Python). `company`: the only stages that can run
-    beside it, when not every stage can (one request at a time: `Plan.overlapping_stages`)."""
+    stretches, which the model shares out itself. 0 when that work is under `CROWDING_FLOOR` of
+    the busiest stage's CPU, or the busiest stage re-takes the lock too rarely for company to slow
+    it (`RETAKE_SHARE`: long native calls, or pure Python). `company`: the only stages that can
+    run beside it, when not every stage can (one request at a time: `Plan.overlapping_stages`).
+    The cases behind each part: benchmarks/EVIDENCE.md, "Ties: what the model knows it misses"."""
     cpu = {s.name: s.gil_ms + s.native_ms for s in profile.stages}
     if not cpu:
         return 0.0
@@ -230,55 +243,44 @@ def crowding_ms(groups: Sequence[Sequence[str]], profile: Profile,
     return 0.0
 
 
-def rank(scores: Sequence[float], processes: Sequence[int], declared: Sequence[bool],
-         crowding: Sequence[float], cores: int, names: Sequence[str] | None = None,
-         extra_threads: Sequence[int] | None = None) -> list[int]:
-    """Indices best first: by predicted score (higher is better), except where two are within
-    `TIE` of each other and the model knows of something it does not charge that tells them apart
-    (`tie_order`); `tie_note` says so next to the numbers. The same scores give the same order
-    (exact equals: fewer processes, then by name), whatever order they come in.
+def rank(keys: Sequence[RankKey], cores: int) -> list[int]:
+    """Indices into `keys`, best first: by predicted score (higher is better), except where two are
+    within `TIE` of each other and the model knows of something it does not charge that tells them
+    apart (`tie_order`); `tie_note` says so next to the numbers. The same keys give the same order
+    (exact equals: fewer processes, then the declared topology, then by name), whatever order they
+    come in.
 
     Repeatedly: among the candidates left whose score is within `TIE` of the best one left, the one
-    that `tie_order` puts first. What the model knows it misses, both measured on this project's
-    machines:
+    that `tie_order` puts first. What the model knows it misses:
     - Threads of one process that are busy at once wait for each other's interpreter lock far
       longer than the lock time the profile measured: a stage of short native calls (torch ops)
       re-takes the lock thousands of times per request, and each re-take it waits for wakes a
-      thread on another core (`crowding_ms`). Qwen3-TTS's stand-ins with the vocoder beside the
-      engine measured up to 18% below the isolated vocoder over nine runs on 2 cores, predicted
-      equal; of nine placements of four-mixed predicted alike at C=8, the five that gave its
-      busiest stage company measured 8-19% below the best, the four that did not 0-6%.
+      thread on another core. So less native company beside the busiest stage comes first
+      (`crowding_ms`).
     - On one core, switching it between processes costs what switching between threads of one
-      process does not: there Qwen3-TTS's isolated vocoder measured 7-8% below one process,
-      though predicted equal. So on one core, placements of more than one process come last in a
-      tie. Not on more cores: there the kernel leaves a CPU idle beside a thread it queued on
-      the other (`benchmarks/cpu_idle_trace.py`), and a plan with more processes has more
-      runnable threads to fill those gaps. Extended to "at least twice as many processes as
-      cores", the rule cost the C=4 copy picks on 2 cores: with it dropped, the six picks it
-      changed in the saved runs measured x1.014-x1.178 of the picks it had made, head to head.
-    Nothing else settles a tie: an earlier rule gave it to fewer processes, and on a generated
-    pipeline (issue 26) that kept the busiest pure-Python stage beside another one where isolating
-    it measured 20% better. A tie that neither tells apart stays in predicted order and is said as
-    a tie, with `--verify` to settle it.
+      process does not: there placements of more than one process come last in a tie. Not on
+      more cores: there the kernel leaves a CPU idle beside a thread it queued on the other, and a
+      plan with more processes has more runnable threads to fill those gaps.
+    Nothing else settles a tie (giving it to fewer processes kept the busiest pure-Python stage
+    beside another one where isolating it measured better). A tie that neither tells apart stays
+    in predicted order and is said as a tie, with `--verify` to settle it.
 
-    Among those the model predicts within `RESOLUTION` of each other (no difference at all, by
-    its own noise), the one asking for the fewest threads comes first (`extra_threads`): a thread
-    that gains nothing costs what the model does not charge, a pool's hand-offs for every call
-    (generated-81 at C=1: `--stage-threads s3=2`, predicted 0.02% above one thread from a second
-    thread profiled 0.1% faster, measured x0.899 of it head to head)."""
-    names = names or [""] * len(scores)
-    threads = extra_threads or [0] * len(scores)
-    exact = {i: (-scores[i], processes[i], not declared[i], names[i], i) for i in range(len(scores))}
-    keys = [tie_order(processes[i], crowding[i], cores) for i in range(len(scores))]
-    left, out = sorted(range(len(scores)), key=exact.__getitem__), []
+    Among those the model predicts within `RESOLUTION` of each other (no difference at all, by its
+    own noise), the one asking for the fewest threads comes first: a thread that gains nothing
+    costs what the model does not charge, a pool's hand-offs for every call.
+
+    The cases behind each rule: benchmarks/EVIDENCE.md, "Ties: what the model knows it misses"."""
+    exact = {i: k.exact_order + (i,) for i, k in enumerate(keys)}
+    ties = [tie_order(k.processes, k.crowding_ms, cores) for k in keys]
+    left, out = sorted(range(len(keys)), key=exact.__getitem__), []
     while left:
-        top = scores[left[0]]
-        near = [i for i in left if scores[i] >= top - abs(top) * TIE]
-        first = min(keys[i] for i in near)
-        ahead = [i for i in near if keys[i] == first]
-        best = max(scores[i] for i in ahead)
-        same = [i for i in ahead if scores[i] >= best - abs(best) * RESOLUTION]
-        pick = min(same, key=lambda i: (threads[i],) + exact[i])
+        top = keys[left[0]].score
+        near = [i for i in left if keys[i].score >= top - abs(top) * TIE]
+        first = min(ties[i] for i in near)
+        ahead = [i for i in near if ties[i] == first]
+        best = max(keys[i].score for i in ahead)
+        same = [i for i in ahead if keys[i].score >= best - abs(best) * RESOLUTION]
+        pick = min(same, key=lambda i: (keys[i].extra_threads,) + exact[i])
         out.append(pick)
         left.remove(pick)
     return out

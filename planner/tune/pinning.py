@@ -6,9 +6,8 @@ With every CPU busy, Linux may place the woken thread on the CPU where another p
 runs, preempting it; the hander then sleeps, and its CPU idles until a scheduler tick moves the
 preempted thread over (a thread that ran a moment ago is not taken at once). The model shares the
 cores as one queue and never idles one beside a waiting thread; a pinned group's wake-ups stay on
-its CPU, which is what makes the machine behave so (docs/tune.md, "Where the cores idle").
-Measured at C=4 on 2 vCPUs over tune's top plans of 15 generated pipelines (2026-12-04), pinning
-by this rule: median x1.03, up to x1.28, the worst x0.97.
+its CPU, which is what makes the machine behave so (docs/tune.md, "Where the cores idle"). The
+rule was measured before it was kept and judged after (benchmarks/EVIDENCE.md, "Pins").
 
 The rule: the group of at least two stages, run in one copy, none of them with more than one
 thread, whose CPU work at the predicted rate needs the largest share of one CPU, if that share is
@@ -26,8 +25,8 @@ from planner.tune.profile import Profile
 from planner.tune.workload import Prediction
 
 # Below this share of a CPU a group's hand-overs are too few to cost much, and pinning it only
-# takes a CPU's freedom away (no gain was measured there); above MAX_SHARE a group that needs a
-# whole CPU would be held to one: a pinned group may use no other.
+# takes a CPU's freedom away; above MAX_SHARE a group that needs a whole CPU would be held to one:
+# a pinned group may use no other.
 MIN_SHARE = 0.30
 MAX_SHARE = 0.95
 

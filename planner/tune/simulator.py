@@ -131,7 +131,8 @@ class Simulator:
         giving the core up between two pieces (its Python and its native work, two stretches of
         Python, a stage's work and its handoff) put the thread behind every other one waiting
         for a core, and with more busy threads than cores that under-predicted placements of
-        more processes than cores (issue 26: three and four processes on two cores, 17% low)."""
+        more processes than cores (benchmarks/EVIDENCE.md, "The simulated thread keeps its core
+        between pieces")."""
         if self.kept is not None:  # not taken by the thread it was kept for: free it
             self.kept = None
             self._release(self.cores)

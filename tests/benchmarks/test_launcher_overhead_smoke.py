@@ -19,7 +19,7 @@ def quick_run():
     fast. Unpinned, the same code runs without the affinity call."""
     argv = ["--quick", "--json", *(["--cores", "1"] if CAN_PIN else [])]
     return subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "launcher_overhead.py"), *argv],
+        [sys.executable, "-m", "benchmarks.launcher_overhead", *argv],
         capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
 
 

@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_quick_mode_prints_a_row_per_rate():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loadgen_lag.py"), "--quick"],
-                         capture_output=True, text=True, timeout=300, check=False)
+    out = subprocess.run([sys.executable, "-m", "benchmarks.loadgen_lag", "--quick"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     assert out.returncode == 0, out.stderr
     assert "## schedule lag and measured timings" in out.stdout
     rows = [line.split() for line in out.stdout.splitlines() if line[:6].strip() in ("20", "50")]

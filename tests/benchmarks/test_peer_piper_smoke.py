@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import peer_piper  # noqa: E402
-from peer_piper_report import (  # noqa: E402
+from benchmarks import peer_piper
+from benchmarks.peer_piper_report import (
     GRAPH, PIPER, STREAM, WAV, Cell, percentile, ratio_columns, report, stolen_of_cells,
     summarise)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_compare_the_declared_placement_at_c1_and_c4(monkeypatch, tmp_path):

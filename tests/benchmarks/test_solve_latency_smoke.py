@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_quick_mode_prints_all_sections():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "solve_latency.py"), "--quick"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "benchmarks.solve_latency", "--quick"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     for section in ("## in-process planner.solve per card", "## CLI cold start",
                     "## synthetic pipelines"):

@@ -3,9 +3,9 @@ measured round after round across all placements (A B C, A B C, ...), then each 
 merged into one run.
 
 Why: on a shared machine the speed drifts by more than the gaps between placements (the same
-placement measured 20-30% apart a few minutes later on this project's 2-vCPU VM). Run back to
-back, the placement measured in a slow spell loses; interleaved, every placement sees the drift
-alike, and how far one placement's rounds disagree says how far to trust a gap."""
+placement can measure tens of per cent apart a few minutes later; docs/bench.md, "Rounds"). Run
+back to back, the placement measured in a slow spell loses; interleaved, every placement sees the
+drift alike, and how far one placement's rounds disagree says how far to trust a gap."""
 
 from __future__ import annotations
 

@@ -19,11 +19,10 @@ class LockProbe:
     counted as held when the second found the lock held (late by more than a switch interval), and
     the held time over all the time is the share of the stage's time that held it. The time, not
     the count of wake-ups: a blocked one comes late, so while the lock is held the probe wakes
-    about half as often, and counting wake-ups found about half a mixed stage's lock time (2
-    vCPUs: 0.52 of 2 ms of pure Python beside a 15 ms sleep; 0.30 of 3 ms of pure Python beside
-    3 ms of hashing, where 0.50 is right; timed, 1.0 and 0.56). Sampling costs the stage almost
-    nothing: the probe asks for the lock for microseconds, unlike a busy competitor, which would
-    also charge the stage the convoy of retaking the lock after each native call."""
+    about half as often, and counting wake-ups found about half a mixed stage's lock time
+    (benchmarks/EVIDENCE.md, "The lock probe times what it samples"). Sampling costs the stage
+    almost nothing: the probe asks for the lock for microseconds, unlike a busy competitor, which
+    would also charge the stage the convoy of retaking the lock after each native call."""
 
     PERIOD = 0.0002
 
@@ -86,12 +85,11 @@ class Spinner:
     time over that count is the native work per wait: what the model calls a call. The interval is
     short to keep this cheap (a wait per torch op adds up); the count hardly depends on it, since
     what ends a run of calls is the spinner taking the lock back, not the interval's length
-    (hashing 64 KiB blocks on 2 cores: 0.06-0.09 ms of native work per wait at 0.5 ms, 0.09-0.10
-    at CPython's default 5 ms)."""
+    (benchmarks/EVIDENCE.md, "The lock probe times what it samples")."""
 
     INTERVAL = 0.0005
     # A few short requests: the count is per ms of native work, and a stage of small torch ops
-    # waits thousands of times per request (qwen3-tts's engine: about 7 s for a 100-character one).
+    # waits thousands of times per request, which makes each one slow.
     REQUESTS = 3
     TEXT_CHARS = 20
     SETTLE = 0.05  # the first requests beside a fresh spinner waited less often (2 cores)

@@ -13,11 +13,11 @@ TTFA p99 came within 12% of measured where first come first served had been 3-4x
 interpolated): 41 of 136 figures moved, none by more than 0.25%."""
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from benchmarks.tune_eval.runs import RUNS, unpack
+
 REFERENCE = Path(__file__).with_name("data") / "one_thread_predictions.json"
 ANSWERS = ("2026-11-30/3-default/lock-bound.json", "2026-11-30/3-default/streaming.json",
            "2026-11-30/3-default/native-device.json", "2026-11-30/5-one-core/qwen3-tts.json")
@@ -32,17 +32,16 @@ def _pinned(prediction) -> list:
     return [getattr(prediction, name) for name in PINNED]
 
 
-def predictions() -> dict[str, list]:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from tune_replay import pipeline_for
-
+def predictions(saved_root: Path) -> dict[str, list]:
+    """`saved_root`: where the set 2026-11-30 is unpacked (`benchmarks.tune_eval.runs.unpack`)."""
+    from benchmarks.tune_eval.replay import pipeline_for
     from planner.placements import feasible_placements
     from planner.tune.model import Workload, predict
     from planner.tune.profile import Profile
 
     out = {}
     for name in ANSWERS:
-        saved = ROOT / "benchmarks" / "tune_runs" / name
+        saved = saved_root / "benchmarks" / "tune_runs" / name
         answer = json.loads(saved.read_text())
         pipeline = pipeline_for(answer["model"], Path(tempfile.mkdtemp()), saved)
         profile = Profile.from_dict(answer["profile"])
@@ -52,10 +51,14 @@ def predictions() -> dict[str, list]:
     return out
 
 
-def test_one_thread_one_copy_plans_predict_as_before_threads_and_copies():
+def test_one_thread_one_copy_plans_predict_as_before_threads_and_copies(tmp_path):
+    unpack(RUNS / "2026-11-30", tmp_path)
     # through JSON, as the reference was: tuples become lists, floats round-trip exactly
-    assert json.loads(json.dumps(predictions())) == json.loads(REFERENCE.read_text())
+    assert json.loads(json.dumps(predictions(tmp_path))) == json.loads(REFERENCE.read_text())
 
 
 if __name__ == "__main__":
-    REFERENCE.write_text(json.dumps(predictions(), indent=1) + "\n", encoding="utf-8")
+    with tempfile.TemporaryDirectory() as root:
+        unpack(RUNS / "2026-11-30", Path(root))
+        REFERENCE.write_text(json.dumps(predictions(Path(root)), indent=1) + "\n",
+                             encoding="utf-8")

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from planner.tune.choose import CROWDING_FLOOR, RESOLUTION, RETAKE_SHARE, TIE, crowding_ms, rank
+from planner.tune.choose import (CROWDING_FLOOR, RESOLUTION, RETAKE_SHARE, TIE, RankKey,
+                                 crowding_ms, rank)
 from planner.tune.profile import HandoffCost, Profile, StageProfile
 
 
 def ranked(scores, processes, declared, crowding=None, cores=2):
-    return rank(scores, processes, declared, crowding or [0.0] * len(scores), cores)
+    """`rank` over candidates given column by column (score, processes, declared, crowding)."""
+    crowding = crowding or [0.0] * len(scores)
+    return rank([RankKey(s, p, d, c) for s, p, d, c in zip(scores, processes, declared, crowding)],
+                cores)
+
+
+def names_in_order(keys, cores=2):
+    return [keys[i].name for i in rank(keys, cores)]
 
 
 def test_the_higher_prediction_wins_when_the_model_can_tell_them_apart():
@@ -26,26 +34,25 @@ def test_a_tie_nothing_tells_apart_stays_in_predicted_order():
 
 
 def test_exactly_equal_predictions_get_a_fixed_order_whatever_order_they_come_in():
-    scores, procs = [50.0, 50.0, 50.0], [2, 1, 2]
-    names = ["--isolate-stage b", "declared", "--isolate-stage a"]
-    order = [names[i] for i in rank(scores, procs, [False, True, False], [0.0] * 3, 2, names)]
+    keys = [RankKey(50.0, 2, False, name="--isolate-stage b"),
+            RankKey(50.0, 1, True, name="declared"),
+            RankKey(50.0, 2, False, name="--isolate-stage a")]
+    order = names_in_order(keys)
     assert order == ["declared", "--isolate-stage a", "--isolate-stage b"]
-    perm = [2, 0, 1]
-    again = rank([scores[i] for i in perm], [procs[i] for i in perm],
-                 [names[i] == "declared" for i in perm], [0.0] * 3, 2, [names[i] for i in perm])
-    assert [names[perm[i]] for i in again] == order
+    assert names_in_order([keys[i] for i in (2, 0, 1)]) == order
 
 
 def test_a_thread_the_model_predicts_no_gain_from_is_not_asked_for():
     # generated-81 at C=1: a second thread predicted 0.02% above one measured x0.899 of it
-    names = ["--stage-threads s3=2", "declared"]
+    def keys(threaded_score):
+        return [RankKey(threaded_score, 1, False, name="--stage-threads s3=2", extra_threads=1),
+                RankKey(100.0, 1, True, name="declared")]
+
     hair = 100.0 * (1 + RESOLUTION / 5)
-    order = rank([hair, 100.0], [1, 1], [False, True], [0.0, 0.0], 2, names, [1, 0])
-    assert [names[i] for i in order] == ["declared", "--stage-threads s3=2"]
+    assert names_in_order(keys(hair)) == ["declared", "--stage-threads s3=2"]
     # a gain the model does resolve (still within TIE) keeps the thread first
     gain = 100.0 * (1 + 3 * RESOLUTION)
-    order = rank([gain, 100.0], [1, 1], [False, True], [0.0, 0.0], 2, names, [1, 0])
-    assert [names[i] for i in order] == ["--stage-threads s3=2", "declared"]
+    assert names_in_order(keys(gain)) == ["--stage-threads s3=2", "declared"]
 
 
 def test_a_tie_goes_to_the_placement_that_leaves_the_busiest_stage_alone():
@@ -82,11 +89,11 @@ def test_on_two_cores_copies_up_to_four_processes_win_a_tie_they_are_predicted_a
     # processes as cores last) picked the 3
     names = ["--isolate-stage s0 --process-copies s0=2 --process-copies pipeline=2",
              "--isolate-stage s0 --process-copies pipeline=2"]
-    order = rank([78.3, 78.0], [4, 3], [False, False], [0.0, 0.0], 2, names)
-    assert [names[i] for i in order] == names
+    assert names_in_order([RankKey(78.3, 4, False, name=names[0]),
+                           RankKey(78.0, 3, False, name=names[1])]) == names
     # company for the busiest stage still settles such a tie, whatever the process count
-    order = rank([78.3, 78.0], [4, 3], [False, False], [2.6, 0.0], 2, names)
-    assert [names[i] for i in order] == names[::-1]
+    assert names_in_order([RankKey(78.3, 4, False, 2.6, names[0]),
+                           RankKey(78.0, 3, False, name=names[1])]) == names[::-1]
 
 
 def test_ties_are_judged_against_the_best_left_so_a_chain_of_small_steps_does_not_win():
