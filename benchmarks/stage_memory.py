@@ -23,7 +23,7 @@ TEXT = "The quick brown fox jumps over the lazy dog. It was a bright cold day in
 
 INPUTS = r"""
 import pickle, sys
-import launcher.piper as piper
+import models.piper as piper
 ids = piper.frontend()({"text": sys.argv[2]})
 chunks = list(piper.acoustic()(ids))
 with open(sys.argv[1], "wb") as f:
@@ -32,14 +32,14 @@ with open(sys.argv[1], "wb") as f:
 
 CHILD = r"""
 import json, os, pickle, sys
-import launcher.worker.main as main, launcher.piper
+import launcher.worker.main as main, models.piper
 from launcher.wire.specs import StageSpec
 
 names = sys.argv[1].split(",") if sys.argv[1] else []
 with open(sys.argv[2], "rb") as f:
     inputs = pickle.load(f)
 for name in names:
-    spec = StageSpec(name=name, factory=f"launcher.piper:{name}", kwargs=(), defaults=(),
+    spec = StageSpec(name=name, factory=f"models.piper:{name}", kwargs=(), defaults=(),
                      predecessors=(), successors=(), device="cpu", threads=1)
     stage = main.build_stage(spec, {"threads": 1, "device": "cpu"})
     for payload in inputs[name] if name == "vocoder" else [inputs[name]]:

@@ -32,7 +32,7 @@ from datetime import date
 import numpy as np
 
 from launcher import piper
-from launcher.piper import voice as V
+from models.piper import voice as V
 from planner.app.bench.machine import cpu_model
 from planner.app.bench.texts import request_texts
 

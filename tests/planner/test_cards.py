@@ -113,7 +113,7 @@ SPEC = {
 
 def test_every_card_and_variant_is_covered():
     shipped = {(c.name, v) for c in all_cards() for v in c.variants}
-    # piper-joe is a real model (tests/launcher/piper), not one of models.md's stand-in cards
+    # piper-joe is a real model (tests/models/piper), not one of models.md's stand-in cards
     real = {(c.name, v) for c in all_cards() if c.name == "piper-joe" for v in c.variants}
     assert shipped - {("moss-tts-local", "colocated")} - real == set(SPEC)
     assert len(all_cards()) == 11

@@ -27,7 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.piper.conv_layout import convs_as_2d
+from models.piper.conv_layout import convs_as_2d
 
 HOP = 256  # samples per frame of z
 CHANNELS = 192  # z channels
@@ -150,7 +150,7 @@ def _extract(voice: Voice, part: str) -> bytes:
             f"voice {voice.model.name} (sha256 {voice.sha256[:12]}) has no tensor "
             f"{missing[0]!r}, which the '{part}' cut needs ({', '.join(inputs)} -> "
             f"{', '.join(outputs)}); this code knows the en_US-joe-medium export only: a "
-            "different voice needs its tensor names checked (see launcher/piper/voice.py)")
+            "different voice needs its tensor names checked (see models/piper/voice.py)")
     extracted = onnx.utils.Extractor(model).extract_model(list(inputs), list(outputs))
     convs_as_2d(extracted)
     return extracted.SerializeToString()

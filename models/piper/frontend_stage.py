@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from launcher.piper import text as T
-from launcher.piper.espeak import Espeak
+from models.piper import text as T
+from models.piper.espeak import Espeak
 
 
 class Frontend:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.launcher.piper import needs
+from tests.models.piper import needs
 
 # Lengths where the 1-D graphs gave other bits at two or more threads than at one (decoder 17
 # and 33 frames, flow 100-333, encoder 200-300 ids), and a few around SGEMM's 64-column edge.
@@ -15,7 +15,7 @@ THREADS = (2, 3)  # the encoder differed from 3, the others from 2
 
 
 def _session(model: bytes, threads: int):
-    from launcher.piper.runtime import session
+    from models.piper.runtime import session
 
     return session(model, "cpu", None, threads)
 
@@ -42,7 +42,7 @@ def _tiny_model():
 
 @needs.speech
 def test_the_2d_rewrite_computes_what_the_1d_graph_did():
-    from launcher.piper.conv_layout import convs_as_2d
+    from models.piper.conv_layout import convs_as_2d
 
     model = _tiny_model()
     before = model.SerializeToString()
@@ -59,7 +59,7 @@ def test_the_2d_rewrite_computes_what_the_1d_graph_did():
 
 
 def _inputs(part: str, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    from launcher.piper import voice as V
+    from models.piper import voice as V
 
     def normal(*shape: int) -> np.ndarray:
         return rng.standard_normal(shape, dtype=np.float32)
@@ -79,7 +79,7 @@ def _inputs(part: str, n: int, rng: np.random.Generator) -> dict[str, np.ndarray
 @needs.speech
 @pytest.mark.parametrize("part", ["encoder", "flow", "decoder"])
 def test_each_part_of_the_voice_gives_the_same_bits_at_every_thread_count(part):
-    from launcher.piper import voice as V
+    from models.piper import voice as V
 
     model = V.cut(V.load(), part)
     rng = np.random.default_rng(7)

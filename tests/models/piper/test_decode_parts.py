@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from launcher.piper.decode_parts import CONTEXT_FRAMES, MIN_RUN_FRAMES, Part, parts
+from models.piper.decode_parts import CONTEXT_FRAMES, MIN_RUN_FRAMES, Part, parts
 
-from tests.launcher.piper import needs
+from tests.models.piper import needs
 
 
 @pytest.mark.parametrize("frames,left,right,ways", [
