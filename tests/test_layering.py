@@ -28,6 +28,7 @@ never run). No module of either is over MAX_LINES lines.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -215,10 +216,11 @@ CONTRACT_LIBRARIES = {"numpy", "torch"}
 
 
 def _model_words() -> tuple[set[str], set[str]]:
-    """(what names a model: every card's name, every package of stage code under models/, and
-    the libraries only models import; those libraries alone)."""
-    cards = {yaml.safe_load(p.read_text())["name"] for p in (ROOT / "models").glob("*.yaml")}
-    packages = {p.parent.name for p in (ROOT / "models").glob("*/__init__.py")}
+    """(what names a model: every card's name, every package under models/ a card's factory
+    names, and the libraries only models import; those libraries alone)."""
+    texts = [p.read_text() for p in (ROOT / "models").glob("*.yaml")]
+    cards = {yaml.safe_load(text)["name"] for text in texts}
+    packages = {m for text in texts for m in re.findall(r"factory:\s*models\.(\w+)", text)}
     libraries = {target.split(".")[0] for _, path in _modules("models")
                  for _, target, _ in _imports(path)}
     libraries -= {*sys.stdlib_module_names, *CONTRACT_LIBRARIES, "models", "planner", "launcher",
@@ -326,7 +328,8 @@ def test_the_launcher_knows_no_model():
 
 def test_the_checker_sees_a_model_in_the_launcher(tmp_path, monkeypatch):
     (tmp_path / "models" / "vits").mkdir(parents=True)
-    (tmp_path / "models" / "vits-joe.yaml").write_text("name: vits-joe\n")
+    (tmp_path / "models" / "vits-joe.yaml").write_text(
+        "name: vits-joe\nstages:\n  - {name: vocoder, factory: models.vits:vocoder}\n")
     (tmp_path / "models" / "vits" / "__init__.py").write_text("import onnxruntime\nimport numpy\n")
     (tmp_path / "launcher").mkdir()
     (tmp_path / "launcher" / "ok.py").write_text(

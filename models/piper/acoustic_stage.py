@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from models.piper import voice as V
-from models.piper.runtime import session
+from models.onnx_tools.sessions import session
 
 MIN_SPEED, MAX_SPEED = 0.25, 4.0  # OpenAI's `speed` range
 
@@ -77,7 +77,7 @@ class Acoustic:
             raise ValueError(f"context_frames must be at least 0, not {context_frames}")
         self.encoder = session(V.cut(voice, "encoder"), device, fraction, threads)
         # Both parts take the stage's threads: the cut's 2-D convolutions give the same bits at
-        # any thread count (models/piper/conv_layout.py), as a plan's threads must.
+        # any thread count (models/onnx_tools/conv_layout.py), as a plan's threads must.
         self.flow = session(V.cut(voice, "flow"), device, fraction, threads)
         self.seed = seed
         self.noise_scale, self.length_scale, self.noise_w = noise_scale, length_scale, noise_w

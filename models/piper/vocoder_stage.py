@@ -14,7 +14,7 @@ import numpy as np
 
 from models.piper import voice as V
 from models.piper.decode_parts import Part, parts
-from models.piper.runtime import session
+from models.onnx_tools.sessions import session
 
 
 class Vocoder:

@@ -22,7 +22,7 @@ from launcher.backends.ray_backend import RaySession
 from launcher.serving.replica_set import launch_replicas
 from planner.api import solve_replicas
 from tests.launcher.conftest import pid_alive
-from tests.models.piper import needs
+from tests.models import needs
 from tests.scale.test_router import assert_no_new_request_fails
 from tests.waiting import wait_until
 

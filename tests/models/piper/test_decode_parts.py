@@ -9,7 +9,7 @@ import pytest
 
 from models.piper.decode_parts import CONTEXT_FRAMES, MIN_RUN_FRAMES, Part, parts
 
-from tests.models.piper import needs
+from tests.models import needs
 
 
 @pytest.mark.parametrize("frames,left,right,ways", [

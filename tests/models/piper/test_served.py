@@ -24,8 +24,8 @@ from launcher.serving.http import create_app
 from planner import load_pipeline
 from planner.placements import feasible_placements
 
-from tests.models.piper import needs
-from tests.models.piper.asr import transcribe_wav, wer
+from tests.models import needs
+from tests.models.asr import transcribe_wav, wer
 from tests.models.piper.sentences import SENTENCES, WER_LIMIT
 
 with warnings.catch_warnings():

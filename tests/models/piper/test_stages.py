@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.piper import runtime
+from models.onnx_tools import sessions
 from models.piper.acoustic_stage import chunk_bounds, chunk_schedule
 
-from tests.models.piper import needs
+from tests.models import needs
 
 TEXT = "The quick brown fox jumped over the lazy dog. We will meet again next week!"
 
@@ -47,15 +47,6 @@ def test_the_card_gives_the_schedule_as_a_list_or_as_the_older_scalars():
     for bad in ([], [24, 0], [24, 6.5], "24,64", True):
         with pytest.raises(ValueError, match="chunk_frames"):
             chunk_schedule(bad)
-
-
-def test_cuda_provider_gets_the_stage_memory_fraction_as_its_limit():
-    opts = runtime.cuda_provider_options(1, 0.25, 80 * 2**30)
-    assert opts["device_id"] == 1 and opts["gpu_mem_limit"] == 20 * 2**30
-    assert opts["arena_extend_strategy"] == "kSameAsRequested"
-    assert "gpu_mem_limit" not in runtime.cuda_provider_options(0, None, 80 * 2**30)
-    with pytest.raises(ValueError):
-        runtime.cuda_provider_options(0, 1.5, 80 * 2**30)
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +248,7 @@ def test_a_cuda_stage_is_capped_by_its_memory_fraction():
     from launcher import piper
 
     vocoder = piper.vocoder(device="cuda:0", total_gpu_memory_fraction=0.05)
-    opts = vocoder.decoder.get_provider_options()[runtime.CUDA_EP]
+    opts = vocoder.decoder.get_provider_options()[sessions.CUDA_EP]
     total = torch.cuda.get_device_properties(0).total_memory
     assert int(opts["gpu_mem_limit"]) == int(0.05 * total)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.models.piper import needs
-from tests.models.piper.asr import transcribe, wer
+from tests.models import needs
+from tests.models.asr import transcribe, wer
 from tests.models.piper.sentences import SENTENCES, WER_LIMIT
 
 
