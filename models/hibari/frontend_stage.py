@@ -19,8 +19,6 @@ import numpy as np
 
 from models.hibari.voice import NAME
 
-DEFAULT_VOICE = "default"  # the stage contract's name for the card's first voice
-
 
 def _text_side(g2p: Any) -> Any:
     """hibari's `Hibari` with only what `phonemize` and `ids` read (hibari 0.2.1: `voice`, the G2P
@@ -62,11 +60,8 @@ class Frontend:
         return [i for i in ids if len(i) > 2]  # more than the two pads
 
     def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        voice = payload.get("voice")
-        if voice not in (None, NAME, DEFAULT_VOICE):
-            # The front door refuses other voices; a direct caller is told so too, rather than
-            # hearing "heart" (hibari's other voices are downloads this card never makes).
-            raise ValueError(f"voice {voice!r} is not served by this card: it has '{NAME}' only")
+        # `voice` is not read: the front door takes only the card's voices (one: "heart"), and
+        # the stages are built with it; hibari's other voices are downloads never made here.
         sentences = self.sentences(payload["text"])
         return {
             "ids": np.array([i for s in sentences for i in s], dtype=np.int64),

@@ -87,8 +87,9 @@ def main(out: Path, flags: list[str]) -> dict:
             status, _, body = ask(port, "GET", path)
             report[name] = {"status": status, "json": json.loads(body)}
         speech = {"model": "hibari-heart", "input": TEXT, "voice": "heart"}
-        for name, extra in (("wav", {}), ("stream", {"response_format": "pcm", "stream": True}),
-                            ("bella", {"voice": "bella"})):
+        # the stream asked as `planner bench`'s client asks (OpenAI's model name, `default`)
+        stream = {"model": "tts-1", "voice": "default", "response_format": "pcm", "stream": True}
+        for name, extra in (("wav", {}), ("stream", stream), ("bella", {"voice": "bella"})):
             status, headers, body = ask(port, "POST", "/v1/audio/speech", {**speech, **extra})
             (out / name).write_bytes(body)
             report[name] = {"status": status, "rate": headers.get("x-sample-rate")}

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import wave
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +154,17 @@ def test_serve_without_hibari_exits_2_saying_how_to_install_it():
     assert "hibari missing" in proc.stderr and "pip install -c constraints.txt" in proc.stderr
     assert "nothing was started" in proc.stderr and "Traceback" not in proc.stderr
     assert "ready:" not in proc.stdout
+
+
+def test_tunes_profiler_runs_the_cards_stages():
+    """`planner tune` profiles the stages in its own process with its own payloads (and
+    `planner bench` sends what the offline client's stream request sends): the smoke of tune's
+    side on this card; both were run end to end on it as on piper-joe."""
+    from planner.app.profiling.stage_timing import build_stage, run_request
+
+    plan = planner.solve("hibari-heart").plan
+    stages = {s.name: build_stage(s, "cpu", {}) for s in plan.stages}
+    for stream in (False, True):
+        audio = run_request(plan, stages, OFFLINE_TEXT, defaultdict(list), defaultdict(list),
+                            stream=stream)
+        assert audio.numel() > 24_000, stream
