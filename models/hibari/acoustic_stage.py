@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from models import sentence_ids as request
 from models.hibari.voice import DURATIONS, FRAME_PARTS, FRAMES_PER_STEP
 
-MIN_SPEED, MAX_SPEED = 0.25, 4.0  # OpenAI's `speed` range
 BINS = 601  # frequency bins of each spectral part (n_fft 1200)
 
 
@@ -47,19 +47,12 @@ class Acoustic:
                 "f0": out["f0"][0], "durations": out[DURATIONS] * FRAMES_PER_STEP}
 
     def __call__(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        ids = np.asarray(payload["ids"])
-        lengths = np.asarray(payload["sentence_lengths"]).tolist()
-        speed = float(payload.get("speed") or 1.0)
-        if not MIN_SPEED <= speed <= MAX_SPEED:
-            raise ValueError(f"speed {speed} is outside {MIN_SPEED}-{MAX_SPEED}")
-        drop = {"ids": None, "sentence_lengths": None, "speed": None}
-        offset = 0
-        for n in lengths:
-            sentence = ids[offset:offset + n]
-            offset += n
-            yield {**self.frames(sentence, speed),
-                   "noise_seed": noise_seed(sentence, self.seed), **drop}
-        if not lengths:  # nothing to say (only punctuation): one empty piece ends the request
+        speed = request.speed(payload)
+        said = request.sentences(payload)
+        for ids in said:
+            yield {**self.frames(ids, speed), "noise_seed": noise_seed(ids, self.seed),
+                   **request.CONSUMED}
+        if not said:  # nothing to say (only punctuation): one empty piece ends the request
             yield {"spectra": np.zeros((len(FRAME_PARTS), BINS, 0), np.float32),
                    "f0": np.zeros(0, np.float32), "durations": np.zeros(0, np.int64),
-                   "noise_seed": 0, **drop}
+                   "noise_seed": 0, **request.CONSUMED}

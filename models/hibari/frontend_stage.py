@@ -15,9 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from models.hibari.voice import NAME
+from models.sentence_ids import packed
 
 
 def _text_side(g2p: Any) -> Any:
@@ -62,10 +61,4 @@ class Frontend:
     def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         # `voice` is not read: the front door takes only the card's voices (one: "heart"), and
         # the stages are built with it; hibari's other voices are downloads never made here.
-        sentences = self.sentences(payload["text"])
-        return {
-            "ids": np.array([i for s in sentences for i in s], dtype=np.int64),
-            "sentence_lengths": np.array([len(s) for s in sentences], dtype=np.int64),
-            "text": None,
-            "voice": None,
-        }
+        return packed(self.sentences(payload["text"]))

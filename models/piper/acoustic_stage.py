@@ -22,11 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from models import sentence_ids as request
 from models.piper import voice as V
 from models.onnx_tools.sessions import session
-
-MIN_SPEED, MAX_SPEED = 0.25, 4.0  # OpenAI's `speed` range
-
 
 def chunk_schedule(chunk_frames: int | Sequence[int],
                    first_chunk_frames: int | None = None) -> tuple[int, ...]:
@@ -101,17 +99,12 @@ class Acoustic:
         return z[0]
 
     def __call__(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        ids = np.asarray(payload["ids"])
-        lengths = np.asarray(payload["sentence_lengths"]).tolist()
-        speed = float(payload.get("speed") or 1.0)
-        if not MIN_SPEED <= speed <= MAX_SPEED:
-            raise ValueError(f"speed {speed} is outside {MIN_SPEED}-{MAX_SPEED}")
+        speed = request.speed(payload)
         stream = bool(payload.get("stream"))
-        drop = {"ids": None, "sentence_lengths": None, "speed": None}
-        offset, index = 0, 0
-        for n in lengths:
-            z = self.z(ids[offset:offset + n], speed)
-            offset += n
+        drop = request.CONSUMED
+        index = 0
+        for ids in request.sentences(payload):
+            z = self.z(ids, speed)
             frames = z.shape[1]
             bounds = chunk_bounds(frames, self.schedule, index) if stream else [(0, frames)]
             for start, end in bounds:

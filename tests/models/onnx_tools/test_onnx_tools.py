@@ -34,23 +34,6 @@ def _tiny_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_the_2d_rewrite_computes_what_the_1d_graph_did():
-    from models.piper.conv_layout import convs_as_2d
-
-    model = _tiny_model()
-    before = model.SerializeToString()
-    assert convs_as_2d(model) == 2
-    assert {n.op_type for n in model.graph.node} == {"Unsqueeze", "Conv", "ConvTranspose",
-                                                     "Squeeze"}
-    assert {i.name for i in model.graph.initializer} >= {"cw/2d", "uw/2d"}
-    assert not {"cw", "uw"} & {i.name for i in model.graph.initializer}  # no weight kept twice
-    x = {"x": np.random.default_rng(1).standard_normal((1, 6, 37)).astype(np.float32)}
-    want = _session(before, 1).run(None, x)[0]
-    got = _session(model.SerializeToString(), 1).run(None, x)[0]
-    assert got.shape == want.shape == (1, 4, 4 * 37)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-
-
 @needs.onnx
 def test_the_2d_rewrite_computes_what_the_1d_graph_did():
     from models.onnx_tools.conv_layout import convs_as_2d
