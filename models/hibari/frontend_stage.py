@@ -25,7 +25,8 @@ def _text_side(g2p: Any) -> Any:
     from hibari import tts
 
     class _Text(tts.Hibari):
-        def __init__(self) -> None:  # noqa: the parent's would load the acoustic model
+        # not the parent's constructor: it would open the acoustic model's session
+        def __init__(self) -> None:
             self.voice = NAME
             self._g2p = g2p
             with open(os.path.join(tts.ASSETS, "vocab.json"), encoding="utf-8") as f:
