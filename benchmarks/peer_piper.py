@@ -15,7 +15,7 @@ Systems:
 - **ours** (one per `--ours NAME='FLAGS'`): `planner serve piper-joe FLAGS`, asked for a whole
   WAV (as piper is) and, as a second cell, for streamed pcm (`"stream": true`), whose time to
   first audio (first body byte) is compared with piper's whole-response latency.
-- **in-process** (C=1 only): the card's three stages (launcher/piper) in one process, one
+- **in-process** (C=1 only): the card's three stages (models/piper) in one process, one
   onnxruntime thread each, whole-WAV path: its CPU per request (the espeak-ng child included)
   gives the machine's limit, cores / CPU per request, the most any server could do here.
 

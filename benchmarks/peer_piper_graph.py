@@ -1,6 +1,6 @@
 """The piper-joe voice graph in one process on one thread: the floor under any server of it.
 
-Run by `peer_piper.py` as a child process: it builds the card's three stages (launcher.piper:
+Run by `peer_piper.py` as a child process: it builds the card's three stages (models.piper:
 frontend, acoustic, vocoder; one onnxruntime thread each; no torch, as a served piper worker),
 then answers requests on stdin, one JSON line each, `{"sentences": [...]}`: each
 sentence goes frontend -> acoustic (a whole request: one piece per sentence) -> vocoder -> one WAV (what a whole-WAV request of
@@ -24,7 +24,7 @@ SAMPLE_RATE = 22050
 
 
 def stages():
-    import launcher.piper as piper
+    import models.piper as piper
 
     card = yaml.safe_load((ROOT / "models" / "piper-joe.yaml").read_text())
     args = {s["name"]: s.get("args", {}) for s in card["stages"]}

@@ -1,5 +1,6 @@
-"""Host memory of each piper-joe stage: a worker-like process with only that stage, against one
-with none (what `runtime.resources.host_memory_mib` in models/piper-joe.yaml declares).
+"""Host memory of each stage of a real card (piper-joe, hibari-heart): a worker-like process with
+only that stage, against one with none (what `runtime.resources.host_memory_mib` in its
+models/*.yaml declares).
 
 Each measurement is a fresh interpreter that imports what the fork server preloads for the card
 (`launcher.worker.main`, the factory module), builds the listed stages as a worker does, runs
@@ -8,7 +9,8 @@ for the frontend) from /proc (Linux). A stage's figure is (that process) - (the 
 stages in one process share their libraries (onnxruntime), so their sum overstates that process
 somewhat; the "all" row shows by how much.
 
-    python -m benchmarks.stage_memory
+    python -m benchmarks.stage_memory                 # piper-joe
+    python -m benchmarks.stage_memory hibari-heart
 """
 
 from __future__ import annotations
@@ -22,24 +24,27 @@ import tempfile
 TEXT = "The quick brown fox jumps over the lazy dog. It was a bright cold day in April."
 
 INPUTS = r"""
-import pickle, sys
-import launcher.piper as piper
-ids = piper.frontend()({"text": sys.argv[2]})
-chunks = list(piper.acoustic()(ids))
+import importlib, pickle, sys
+stages = [importlib.import_module(m).__dict__[f]() for m, f in
+          (factory.split(":") for factory in sys.argv[3].split(","))]
+frontend, acoustic = stages[0], stages[1]
+ids = frontend({"text": sys.argv[2]})
+chunks = list(acoustic(ids))
 with open(sys.argv[1], "wb") as f:
     pickle.dump({"frontend": {"text": sys.argv[2]}, "acoustic": ids, "vocoder": chunks}, f)
 """
 
 CHILD = r"""
-import json, os, pickle, sys
-import launcher.worker.main as main, launcher.piper
+import importlib, json, os, pickle, sys
+import launcher.worker.main as main
 from launcher.wire.specs import StageSpec
 
+importlib.import_module(sys.argv[3])  # what the fork server preloads for the card
 names = sys.argv[1].split(",") if sys.argv[1] else []
 with open(sys.argv[2], "rb") as f:
     inputs = pickle.load(f)
 for name in names:
-    spec = StageSpec(name=name, factory=f"launcher.piper:{name}", kwargs=(), defaults=(),
+    spec = StageSpec(name=name, factory=f"{sys.argv[3]}:{name}", kwargs=(), defaults=(),
                      predecessors=(), successors=(), device="cpu", threads=1)
     stage = main.build_stage(spec, {"threads": 1, "device": "cpu"})
     for payload in inputs[name] if name == "vocoder" else [inputs[name]]:
@@ -63,18 +68,23 @@ def run(code: str, *args: str) -> str:
                           check=True, env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout
 
 
-def measure(stages: str, inputs: str) -> dict:
-    return json.loads(run(CHILD, stages, inputs).strip().splitlines()[-1])
+def measure(stages: str, inputs: str, package: str) -> dict:
+    return json.loads(run(CHILD, stages, inputs, package).strip().splitlines()[-1])
 
 
 def main() -> int:
+    import planner
+
+    card = sys.argv[1] if len(sys.argv) > 1 else "piper-joe"
+    factories = [s.factory for s in planner.load(card).stages]  # frontend, acoustic, vocoder
+    package = factories[0].partition(":")[0]
     with tempfile.TemporaryDirectory() as tmp:
         inputs = os.path.join(tmp, "inputs.pickle")
-        run(INPUTS, inputs, TEXT)
-        empty = measure("", inputs)
+        run(INPUTS, inputs, TEXT, ",".join(factories))
+        empty = measure("", inputs, package)
         rows = {"(none)": empty}
         for name in ("frontend", "acoustic", "vocoder", "frontend,acoustic,vocoder"):
-            rows[name] = measure(name, inputs)
+            rows[name] = measure(name, inputs, package)
     print(f"{'stages':<28} {'PSS MiB':>8} {'over empty':>10} {'torch':>6}")
     for name, r in rows.items():
         over = (r["pss_kib"] - empty["pss_kib"]) / 1024

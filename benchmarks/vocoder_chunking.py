@@ -31,8 +31,8 @@ from datetime import date
 import numpy as np
 
 from benchmarks.machine import cpu_name
-from launcher import piper
-from launcher.piper import voice as V
+from models import piper
+from models.piper import voice as V
 from planner.app.bench.texts import request_texts
 
 DEFAULT_SCHEDULES = ("24,64", "24,64,128", "24,48,96,192", "24,96,256")

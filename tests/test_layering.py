@@ -13,25 +13,34 @@ Three floors across the tree: pure `planner` < runtime `launcher` < the applicat
   with its own report;
 - the package's public names (`planner/__init__.py`), which re-export from every floor.
 
+Beside them, `models/`: the cards and the stage code of real models, loaded by the launcher by
+name (a card's `factory: models.piper:vocoder`). The launcher knows no model: nothing under
+`launcher/` imports `models`, and no code there (names and string literals; docstrings and
+comments may give examples) names a card, a model package or a library only a model uses. Stage
+code never imports the application.
+
 Every import in the tree is read (also those inside functions, which is where lazy imports hide),
 so an upward import fails here before it becomes a cycle nobody notices; and the module import
-graph of `planner` and `launcher` has no cycle (imports under `if TYPE_CHECKING:` aside, as they
+graph of `planner`, `launcher` and `models` has no cycle (imports under `if TYPE_CHECKING:` aside, as they
 never run). No module of either is over MAX_LINES lines.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import networkx as nx
+import yaml
 
 import planner
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 500  # a module longer than this does several jobs: split it by job
+PACKAGES = ("planner", "launcher", "models")
 
 # The pure planner's floors, lowest first; a module imports its own floor and those below only.
 PLANNER_FLOORS = ("core", "render", "api", "tune", "public")
@@ -59,6 +68,8 @@ def _floor(module: str) -> str:
         return "planner"
     if module == "launcher" or module.startswith("launcher."):
         return "launcher"
+    if module == "models" or module.startswith("models."):
+        return "models"
     return "outside"
 
 
@@ -98,7 +109,7 @@ def _modules(package: str):
 def _violations() -> list[str]:
     public = set(planner.__all__)
     out = []
-    for package in ("planner", "launcher"):
+    for package in PACKAGES:
         for module, path in _modules(package):
             floor = _floor(module)
             for line, target, names in _imports(path):
@@ -111,8 +122,11 @@ def _violations() -> list[str]:
                                "a Ray cluster or running torch is the launcher's)")
                 elif floor == "planner" and to == "planner":
                     out += _inner_violation(where, module, target, names)
-                elif floor == "launcher" and to == "app":
+                elif floor in ("launcher", "models") and to == "app":
                     out.append(f"{where} (the runtime never imports the application)")
+                elif floor == "launcher" and to == "models":
+                    out.append(f"{where} (the launcher knows no model: it loads a card's stages "
+                               "by the factory name in the plan)")
                 elif floor == "launcher" and to == "planner":
                     private = target != "planner" or any(n not in public for n in names)
                     if private:
@@ -136,7 +150,7 @@ def _inner_violation(where: str, module: str, target: str, names: tuple[str, ...
 def _import_graph() -> nx.DiGraph:
     """Module -> module it imports, over planner and launcher, as the interpreter runs them:
     `from a import b` is an edge to `a.b` when that is a module, else to `a`."""
-    modules = {m: p for package in ("planner", "launcher") for m, p in _modules(package)}
+    modules = {m: p for package in PACKAGES for m, p in _modules(package)}
     graph = nx.DiGraph()
     graph.add_nodes_from(modules)
     for module, path in modules.items():
@@ -157,7 +171,7 @@ def _cycles() -> list[list[str]]:
 
 def _long_modules() -> list[str]:
     out = []
-    for package in ("planner", "launcher"):
+    for package in PACKAGES:
         for _, path in _modules(package):
             lines = len(path.read_text().splitlines())
             if lines > MAX_LINES:
@@ -169,7 +183,7 @@ def _long_modules() -> list[str]:
 # wings of one rank do not import each other). The basics at its root serve every wing; the
 # stage factories are loaded by name in the workers.
 WING_RANK = {"errors": 0, "audio": 0, "cancellation": 0, "logs": 0, "wire": 1, "control": 2,
-             "worker": 2, "standins": 1, "synthetic": 2, "piper": 2, "backends": 3, "facade": 3,
+             "worker": 2, "standins": 1, "synthetic": 2, "backends": 3, "facade": 3,
              "deployment": 4, "serving": 5, "ray_serve": 6, "__init__": 7}
 
 
@@ -193,6 +207,66 @@ def _wing_violations() -> list[str]:
                 if WING_RANK.get(other, 99) >= WING_RANK.get(wing, -1):
                     out.append(f"{path.relative_to(ROOT)}:{line}: launcher.{wing} imports {t} "
                                "(a wing imports only the wings below it)")
+    return out
+
+
+# Libraries the stage contract itself passes (its arrays): any other library a model's stage code
+# imports is that model's own business (onnxruntime, its voice's wheel, ...).
+CONTRACT_LIBRARIES = {"numpy", "torch"}
+
+
+def _model_words() -> tuple[set[str], set[str]]:
+    """(what names a model: every card's name, every package under models/ a card's factory
+    names, and the libraries only models import; those libraries alone)."""
+    texts = [p.read_text() for p in (ROOT / "models").glob("*.yaml")]
+    cards = {yaml.safe_load(text)["name"] for text in texts}
+    packages = {m for text in texts for m in re.findall(r"factory:\s*models\.(\w+)", text)}
+    libraries = {target.split(".")[0] for _, path in _modules("models")
+                 for _, target, _ in _imports(path)}
+    libraries -= {*sys.stdlib_module_names, *CONTRACT_LIBRARIES, "models", "planner", "launcher",
+                  "__future__"}
+    words = {*cards, *(c.replace("-", "_") for c in cards), *packages, *libraries}
+    return {w.lower() for w in words}, libraries
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)}
+
+
+def _model_code_in_launcher() -> list[str]:
+    """Each place under launcher/ whose code (an import, a name, a string literal) names a model."""
+    words, libraries = _model_words()
+    out = []
+    for module, path in _modules("launcher"):
+        tree = ast.parse(path.read_text(), str(path))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) \
+                    else [node.module or ""]
+                # an import of `models` or of a model's library is model code whatever its name
+                hits = [n for n in names if n.split(".")[0] in {*libraries, "models"}]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                hits = [] if id(node) in docs else [node.value]
+            elif isinstance(node, ast.Name):
+                hits = [node.id]
+            elif isinstance(node, ast.Attribute):
+                hits = [node.attr]
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                hits = [node.name]
+            else:
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                named = [(h, h.split(".")[0]) for h in hits]
+            else:
+                named = [(h, w) for h in hits for w in sorted(words) if w in h.lower()][:1]
+            out += [f"{path.relative_to(ROOT)}:{node.lineno}: {module} names {word!r} in "
+                    f"{text[:60]!r} (the launcher knows no model: that code belongs in the "
+                    "model's stage code under models/)" for text, word in named]
     return out
 
 
@@ -246,3 +320,26 @@ def test_importing_the_planner_loads_no_launcher_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_launcher_knows_no_model():
+    assert _model_code_in_launcher() == []
+
+
+def test_the_checker_sees_a_model_in_the_launcher(tmp_path, monkeypatch):
+    (tmp_path / "models" / "vits").mkdir(parents=True)
+    (tmp_path / "models" / "vits-joe.yaml").write_text(
+        "name: vits-joe\nstages:\n  - {name: vocoder, factory: models.vits:vocoder}\n")
+    (tmp_path / "models" / "vits" / "__init__.py").write_text("import onnxruntime\nimport numpy\n")
+    (tmp_path / "launcher").mkdir()
+    (tmp_path / "launcher" / "ok.py").write_text(
+        '"""Stages such as vits-joe\'s are loaded by name."""\nimport numpy\n')
+    (tmp_path / "launcher" / "bad.py").write_text(
+        "import models.vits\nimport onnxruntime\nCARD = 'vits-joe'\n"
+        "def vits_voice():\n    return CARD\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    found = _model_code_in_launcher()
+    assert sorted({int(v.split(":")[1]) for v in found}) == [1, 2, 3, 4], found
+    assert not any("ok.py" in v for v in found)  # a docstring may give an example
+    assert any("launcher.bad imports models.vits (the launcher knows no model" in v
+               for v in _violations()), _violations()

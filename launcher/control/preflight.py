@@ -2,7 +2,7 @@
 processes to are ones this process may run on, and what a stage's factory module checks.
 
 A factory module may define `preflight(factory_name, args)`, raising `RuntimeError` with one
-paragraph that says what is missing and how to install it (e.g. `launcher.piper` needs the
+paragraph that says what is missing and how to install it (e.g. `models.piper` needs the
 espeak-ng program). `serve` turns that into exit code 2 with nothing started; `launch` into a
 `LaunchError` before its first worker.
 """

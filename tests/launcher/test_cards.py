@@ -21,8 +21,8 @@ with warnings.catch_warnings():
 
 pytestmark = pytest.mark.slow
 TEXT = "Card check."
-# The stand-in cards; piper-joe runs a real model and has its own tests (tests/launcher/piper).
-STANDIN_CARDS = [c for c in all_cards() if c.name != "piper-joe"]
+# The stand-in cards; piper-joe and hibari-heart run real models, tested in tests/models.
+STANDIN_CARDS = [c for c in all_cards() if c.name not in ("piper-joe", "hibari-heart")]
 CARDS = [(c.name, (c.model_paths or (c.name,))[0]) for c in STANDIN_CARDS]
 
 

@@ -27,11 +27,11 @@ def run(*args, cwd=None):
     return run_planner(*args, env=ENV, cwd=cwd, in_process=IN_PROCESS, timeout=60)
 
 
-def test_models_lists_the_eleven_cards_and_variants():
+def test_models_lists_the_twelve_cards_and_variants():
     out = run("models", "--format", "json")
     assert out.returncode == 0
     cards = {c["name"]: c["variants"] for c in json.loads(out.stdout)}
-    assert len(cards) == 11  # ten stand-in cards and piper-joe
+    assert len(cards) == 12  # ten stand-in cards, piper-joe and hibari-heart
     assert cards["moss-tts-local"] == ["default", "colocated", "split"]
     assert cards["ming-omni-tts"] == ["default", "tp2"] and cards["zonos2"] == ["default", "multi-gpu"]
     table = run("models").stdout

@@ -22,7 +22,7 @@ from launcher.backends.ray_backend import RaySession
 from launcher.serving.replica_set import launch_replicas
 from planner.api import solve_replicas
 from tests.launcher.conftest import pid_alive
-from tests.launcher.piper import needs
+from tests.models import needs
 from tests.scale.test_router import assert_no_new_request_fails
 from tests.waiting import wait_until
 
@@ -179,7 +179,7 @@ def test_the_real_voice_on_ray_answers_the_bytes_it_answers_locally(cluster):
     from starlette.testclient import TestClient
 
     from launcher.serving.http import create_app
-    from tests.launcher.piper.sentences import SENTENCES
+    from tests.models.piper.sentences import SENTENCES
 
     body = {"model": "piper-joe", "input": SENTENCES[2], "voice": "joe"}
     plan = planner.solve("piper-joe").plan

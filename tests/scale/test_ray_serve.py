@@ -28,7 +28,7 @@ from launcher import launch
 from launcher.serving.http import create_app
 from tests.cli import run_planner
 from tests.launcher.conftest import descendants
-from tests.launcher.piper import needs
+from tests.models import needs
 from tests.processes import gone
 from tests.waiting import wait_until
 

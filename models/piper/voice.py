@@ -11,7 +11,7 @@ VITS model; three cuts give the stages their parts (tensor names of this export)
 
 The two unseeded `RandomNormalLike` nodes of the export are cut away, so both noises become
 inputs a stage draws from a seeded generator: same input, same audio, in every placement. Each
-cut's 1-D convolutions are rewritten as 2-D ones (`conv_layout`): same audio at every thread count.
+cut's 1-D convolutions are rewritten as 2-D ones (`models.onnx_tools.conv_layout`): same audio at every thread count.
 
 A part is cut once (with `onnx`, which costs about 1.5 s of CPU to import) and cached under the
 user's cache directory, keyed by the voice file's SHA-256 and written atomically; later builds
@@ -20,14 +20,12 @@ read the cached file and never import `onnx`.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.piper.conv_layout import convs_as_2d
+from models.onnx_tools.conv_layout import convs_as_2d
+from models.onnx_tools.graph_cache import cache_dir, cached, file_sha256
 
 HOP = 256  # samples per frame of z
 CHANNELS = 192  # z channels
@@ -83,32 +81,9 @@ def _installed() -> tuple[Path, Path]:
     return Path(wheel.model_path()), Path(wheel.config_path())
 
 
-_HASHES: dict[tuple[str, int, int], str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _HASHES:
-        digest = hashlib.sha256()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        _HASHES[key] = digest.hexdigest()
-    return _HASHES[key]
-
-
 def load() -> Voice:
     model, config = _installed()
     return Voice(NAME, model, json.loads(config.read_text()), file_sha256(model))
-
-
-def cache_dir() -> Path:
-    """$STAGE_PLANNER_CACHE, else $XDG_CACHE_HOME/stage-planner, else ~/.cache/stage-planner."""
-    if os.environ.get("STAGE_PLANNER_CACHE"):
-        return Path(os.environ["STAGE_PLANNER_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "stage-planner"
 
 
 def part_path(voice: Voice, part: str) -> Path:
@@ -119,22 +94,7 @@ def cut(voice: Voice, part: str) -> bytes:
     """The serialized ONNX model of `part`, from the cache or cut now (and cached)."""
     if part not in PARTS:
         raise ValueError(f"unknown part {part!r}; one of {sorted(PARTS)}")
-    path = part_path(voice, part)
-    try:
-        return path.read_bytes()
-    except OSError:
-        pass
-    data = _extract(voice, part)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Atomic: a concurrent builder (another worker process) reads a whole file or none.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{part}-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache only costs the next build another cut
-    return data
+    return cached(part_path(voice, part), lambda: _extract(voice, part))
 
 
 def _extract(voice: Voice, part: str) -> bytes:
@@ -150,7 +110,7 @@ def _extract(voice: Voice, part: str) -> bytes:
             f"voice {voice.model.name} (sha256 {voice.sha256[:12]}) has no tensor "
             f"{missing[0]!r}, which the '{part}' cut needs ({', '.join(inputs)} -> "
             f"{', '.join(outputs)}); this code knows the en_US-joe-medium export only: a "
-            "different voice needs its tensor names checked (see launcher/piper/voice.py)")
+            "different voice needs its tensor names checked (see models/piper/voice.py)")
     extracted = onnx.utils.Extractor(model).extract_model(list(inputs), list(outputs))
     convs_as_2d(extracted)
     return extracted.SerializeToString()

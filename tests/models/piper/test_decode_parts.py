@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from launcher.piper.decode_parts import CONTEXT_FRAMES, MIN_RUN_FRAMES, Part, parts
+from models.piper.decode_parts import CONTEXT_FRAMES, MIN_RUN_FRAMES, Part, parts
 
-from tests.launcher.piper import needs
+from tests.models import needs
 
 
 @pytest.mark.parametrize("frames,left,right,ways", [
@@ -35,7 +35,7 @@ def test_a_stretch_too_short_to_cut_is_decoded_in_one_run_of_all_its_frames():
 
 @pytest.fixture(scope="module")
 def vocoders():
-    from launcher import piper
+    from models import piper
 
     return {threads: piper.vocoder(threads=threads) for threads in (1, 2, 3)}
 

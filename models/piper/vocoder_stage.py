@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from launcher.piper import voice as V
-from launcher.piper.decode_parts import Part, parts
-from launcher.piper.runtime import session
+from models.piper import voice as V
+from models.piper.decode_parts import Part, parts
+from models.onnx_tools.sessions import session
 
 
 class Vocoder:

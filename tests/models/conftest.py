@@ -1,6 +1,7 @@
-"""The piper stages' tests keep built stages for a whole module (each frontend owns an espeak-ng
-child for its life), so this folder's leftover check lets those children be; everything else is
-checked as in the rest of tests/launcher."""
+"""The real models' tests start workers as the launcher's tests do, so they share its fork server
+and its leftover check. Built stages are kept for a whole module (a piper frontend owns an
+espeak-ng child for its life), so the check lets those children be; everything else is checked
+as in tests/launcher."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launcher.conftest import leftovers
+from tests.launcher.conftest import leftovers, shared_fork_server  # noqa: F401 (a fixture)
 from tests.waiting import wait_until
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from launcher.piper import text as T
-from launcher.piper.espeak import Espeak
+from models.piper import text as T
+from models.piper.espeak import Espeak
+from models.sentence_ids import packed
 
 
 class Frontend:
@@ -22,11 +21,4 @@ class Frontend:
         return [T.to_ids(p, self.id_map) for p in T.sentence_phonemes(pairs) if T.has_speech(p)]
 
     def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        sentences = self.sentences(payload["text"])
-        flat = np.array([i for s in sentences for i in s], dtype=np.int64)
-        return {
-            "ids": flat,
-            "sentence_lengths": np.array([len(s) for s in sentences], dtype=np.int64),
-            "text": None,
-            "voice": None,
-        }
+        return packed(self.sentences(payload["text"]))

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from launcher.piper import runtime
-from launcher.piper.acoustic_stage import chunk_bounds, chunk_schedule
+from models.onnx_tools import sessions
+from models.piper.acoustic_stage import chunk_bounds, chunk_schedule
 
-from tests.launcher.piper import needs
+from tests.models import needs
 
 TEXT = "The quick brown fox jumped over the lazy dog. We will meet again next week!"
+
+# SHA-256 of the float32 audio (whole, streamed) of TEXT and of PINNED_TEXT, as the stages gave it
+# before they moved from launcher/ to models/ (the same bits at 2 threads and, served, in every
+# placement, with copies: tests above and test_served.py). onnxruntime's kernels are picked by the
+# CPU's instruction set, and the ids by espeak-ng's version: the bits hold for one such platform.
+PINNED_TEXT = "Hello, world. Forty three! It is 7:30 pm on the 3rd of March."
+PINNED_ON = ("1.32.0", "1.51", "x86_64", "avx512f")  # onnxruntime, espeak-ng, machine, ISA
+PINNED = {
+    (TEXT, False): "2f2f7c6c25ff27c447a8057230dd777508c8c21a359ca37c2f1160bc13e3b437",
+    (TEXT, True): "a6f98391c4e78fece23b8a725efb8412ac2f43290ebab2fc38579a2f609d8ee4",
+    (PINNED_TEXT, False): "4059bdbf58b632609ca54b590fdff1e94898d4b9e1e8b84cd89e529867bb64f1",
+    (PINNED_TEXT, True): "84704be55dc6123335c8cb41cc5ffcb322d57e2c78f34039937feea1af9b0708",
+}
 
 
 def test_chunks_follow_the_schedule_across_sentences_and_cover_every_frame():
@@ -33,25 +49,16 @@ def test_the_card_gives_the_schedule_as_a_list_or_as_the_older_scalars():
             chunk_schedule(bad)
 
 
-def test_cuda_provider_gets_the_stage_memory_fraction_as_its_limit():
-    opts = runtime.cuda_provider_options(1, 0.25, 80 * 2**30)
-    assert opts["device_id"] == 1 and opts["gpu_mem_limit"] == 20 * 2**30
-    assert opts["arena_extend_strategy"] == "kSameAsRequested"
-    assert "gpu_mem_limit" not in runtime.cuda_provider_options(0, None, 80 * 2**30)
-    with pytest.raises(ValueError):
-        runtime.cuda_provider_options(0, 1.5, 80 * 2**30)
-
-
 @pytest.fixture(scope="module")
 def stages():
-    from launcher import piper
+    from models import piper
 
     return piper.acoustic(), piper.vocoder()
 
 
 @pytest.fixture(scope="module")
 def frontend():
-    from launcher import piper
+    from models import piper
 
     return piper.frontend()
 
@@ -59,7 +66,7 @@ def frontend():
 @needs.speech
 @needs.espeak
 def test_ids_of_fixed_sentences_pinned_to_the_installed_espeak_ng(frontend):
-    from launcher.piper.espeak import version
+    from models.piper.espeak import version
 
     if version() != "1.51":
         pytest.skip(f"ids are pinned to espeak-ng 1.51 (Debian 12); this is {version()}")
@@ -86,7 +93,7 @@ def test_frontend_payload_has_ids_and_sentence_lengths(frontend):
 
 @needs.speech
 def test_same_ids_same_z_and_a_new_seed_new_z(stages):
-    from launcher import piper
+    from models import piper
 
     acoustic, _ = stages
     ids = np.array([1, 0, 20, 0, 59, 0, 24, 0, 120, 0, 27, 0, 100, 0, 10, 0, 2], dtype=np.int64)
@@ -128,7 +135,7 @@ def test_streamed_audio_equals_the_one_shot_decode_within_float_rounding(stages,
 @needs.espeak
 def test_two_intra_op_threads_give_the_same_bits_as_one(stages, frontend):
     """A plan's threads change how fast a stage runs, never its audio (whole or streamed)."""
-    from launcher import piper
+    from models import piper
 
     two = piper.acoustic(threads=2), piper.vocoder(threads=2)
     for stream in (False, True):
@@ -136,6 +143,32 @@ def test_two_intra_op_threads_give_the_same_bits_as_one(stages, frontend):
         audio = [np.concatenate([v(piece)["audio"] for piece in a(payload)]) for a, v in
                  (stages, two)]
         assert np.array_equal(*audio), stream
+
+
+def _platform() -> tuple[str, str, str, str]:
+    import platform
+
+    import onnxruntime
+
+    from models.piper.espeak import version
+
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").exists() else []
+    isa = next((f for f in ("avx512f", "avx2") if f in flags), "other")
+    return onnxruntime.__version__, version(), platform.machine(), isa
+
+
+@needs.speech
+@needs.espeak
+def test_the_audio_is_the_bits_pinned_before_the_stages_moved(stages, frontend):
+    if _platform() != PINNED_ON:
+        pytest.skip(f"the audio is pinned on {PINNED_ON} (onnxruntime, espeak-ng, machine, ISA); "
+                    f"this is {_platform()}")
+    acoustic, vocoder = stages
+    for (text, stream), digest in PINNED.items():
+        payload = {**frontend({"text": text, "voice": None}), "stream": stream}
+        audio = np.concatenate([vocoder(c)["audio"] for c in acoustic(payload)])
+        assert hashlib.sha256(audio.astype(np.float32).tobytes()).hexdigest() == digest, \
+            (text, stream)
 
 
 @needs.speech
@@ -164,14 +197,14 @@ def test_a_request_with_nothing_to_say_gives_empty_audio(stages):
 @needs.speech
 def test_the_card_declares_the_voices_sample_rate():
     import planner
-    from launcher.piper import voice
+    from models.piper import voice
 
     assert planner.solve("piper-joe").plan.sample_rate == voice.load().sample_rate == 22_050
 
 
 @needs.speech
 def test_cut_parts_are_cached_atomically_and_reused(tmp_path, monkeypatch):
-    from launcher.piper import voice
+    from models.piper import voice
 
     monkeypatch.setenv("STAGE_PLANNER_CACHE", str(tmp_path))
     v = voice.load()
@@ -189,7 +222,7 @@ def test_cut_parts_are_cached_atomically_and_reused(tmp_path, monkeypatch):
 
 @needs.speech
 def test_a_voice_without_the_expected_tensor_fails_naming_it(tmp_path, monkeypatch):
-    from launcher.piper import voice
+    from models.piper import voice
 
     monkeypatch.setenv("STAGE_PLANNER_CACHE", str(tmp_path))
     monkeypatch.setitem(voice.PARTS, "decoder", (("/Mul_99_output_0",), ("output",)))
@@ -198,11 +231,11 @@ def test_a_voice_without_the_expected_tensor_fails_naming_it(tmp_path, monkeypat
 
 
 def test_missing_espeak_ng_fails_the_preflight_with_how_to_install(monkeypatch):
-    from launcher.piper import preflight
-    from launcher.piper.espeak import EspeakMissing
+    from models.piper import preflight
+    from models.piper.espeak import EspeakMissing
 
     monkeypatch.setenv("ESPEAK_NG", "no-such-espeak-ng")
-    monkeypatch.setattr("launcher.piper._importable", lambda module: True)
+    monkeypatch.setattr("models.piper._importable", lambda module: True)
     with pytest.raises(EspeakMissing, match="apt-get install -y espeak-ng"):
         preflight("frontend", {})
     preflight("vocoder", {})  # only the frontend runs espeak-ng
@@ -212,17 +245,17 @@ def test_missing_espeak_ng_fails_the_preflight_with_how_to_install(monkeypatch):
 def test_a_cuda_stage_is_capped_by_its_memory_fraction():
     import torch
 
-    from launcher import piper
+    from models import piper
 
     vocoder = piper.vocoder(device="cuda:0", total_gpu_memory_fraction=0.05)
-    opts = vocoder.decoder.get_provider_options()[runtime.CUDA_EP]
+    opts = vocoder.decoder.get_provider_options()[sessions.CUDA_EP]
     total = torch.cuda.get_device_properties(0).total_memory
     assert int(opts["gpu_mem_limit"]) == int(0.05 * total)
 
 
 @needs.espeak
 def test_an_espeak_ng_child_that_dies_is_replaced_on_the_next_clause():
-    from launcher.piper.espeak import Espeak
+    from models.piper.espeak import Espeak
 
     espeak = Espeak()
     try:
@@ -242,7 +275,7 @@ def test_launch_refuses_before_starting_anything_when_espeak_ng_is_missing(monke
     from launcher import LaunchError, launch
 
     monkeypatch.setenv("ESPEAK_NG", "no-such-espeak-ng")
-    monkeypatch.setattr("launcher.piper._importable", lambda module: True)
+    monkeypatch.setattr("models.piper._importable", lambda module: True)
     with pytest.raises(LaunchError, match="stage 'frontend'.*apt-get install -y espeak-ng"):
         launch(planner.solve("piper-joe").plan, device="cpu")
 
@@ -263,7 +296,7 @@ def test_a_piper_worker_never_loads_torch():
         "from launcher.wire import ipc\n"
         "from launcher.wire.specs import StageSpec\n"
         "def build(name):\n"
-        "    spec = StageSpec(name=name, factory=f'launcher.piper:{name}', kwargs=(),\n"
+        "    spec = StageSpec(name=name, factory=f'models.piper:{name}', kwargs=(),\n"
         "                     defaults=(), predecessors=(), successors=(), device='cpu',\n"
         "                     remote_inputs=False, threads=1)\n"
         "    return main.build_stage(spec, {'threads': 1, 'device': 'cpu'})\n"

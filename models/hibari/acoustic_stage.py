@@ -1,0 +1,58 @@
+"""The acoustic stage: ids + speed -> frame parameters every 12.5 ms, one sentence at a time.
+
+Each sentence is one run of the acoustic graph (not autoregressive: the sentence's frames come at
+once) and is handed on as one piece, whole response or streamed alike: hibari's vocoder draws
+its pulses' phase and its noise over a whole sentence, so a sentence is the smallest piece whose
+audio does not depend on how it was cut. Whole and streamed responses are the same bits.
+
+The vocoder's noise is seeded per sentence from its ids (`crc32(ids) ^ seed`, as piper-joe's
+noises are): the seed travels in the payload, so the same request gives the same bits in every
+process, placement, thread count and copy.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from models import sentence_ids as request
+from models.hibari.voice import DURATIONS, FRAME_PARTS, FRAMES_PER_STEP
+
+BINS = 601  # frequency bins of each spectral part (n_fft 1200)
+
+
+def noise_seed(ids: np.ndarray, seed: int) -> int:
+    return zlib.crc32(ids.astype(np.int64).tobytes()) ^ seed
+
+
+class Acoustic:
+    def __init__(self, graph: bytes, *, seed: int, device: str, fraction: float | None,
+                 threads: int) -> None:
+        from models.onnx_tools.sessions import session
+
+        self.session = session(graph, device, fraction, threads)
+        self.outputs = [o.name for o in self.session.get_outputs()]
+        self.seed = seed
+
+    def frames(self, ids: np.ndarray, speed: float = 1.0) -> dict[str, np.ndarray]:
+        """One sentence's `spectra` float32 [5, 601, F] (lh, theta, ln, lr, phi), `f0` [F] and
+        `durations` int64 [ids]: the frames each id lasts (they sum to F)."""
+        out = dict(zip(self.outputs, self.session.run(None, {
+            "ids": ids.reshape(1, -1).astype(np.int64),
+            "speed": np.array([speed], dtype=np.float32)})))
+        return {"spectra": np.concatenate([out[p] for p in FRAME_PARTS]),
+                "f0": out["f0"][0], "durations": out[DURATIONS] * FRAMES_PER_STEP}
+
+    def __call__(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        speed = request.speed(payload)
+        said = request.sentences(payload)
+        for ids in said:
+            yield {**self.frames(ids, speed), "noise_seed": noise_seed(ids, self.seed),
+                   **request.CONSUMED}
+        if not said:  # nothing to say (only punctuation): one empty piece ends the request
+            yield {"spectra": np.zeros((len(FRAME_PARTS), BINS, 0), np.float32),
+                   "f0": np.zeros(0, np.float32), "durations": np.zeros(0, np.int64),
+                   "noise_seed": 0, **request.CONSUMED}
