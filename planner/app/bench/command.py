@@ -138,7 +138,8 @@ def _targets(o: BenchOptions) -> list[UrlTarget]:
 def _reach(targets: list[UrlTarget], o: BenchOptions, err: Console) -> list[UrlTarget]:
     """Each target after one request as the run will send it (exit 3 where one fails)."""
     if targets:
-        err.print(f"Checking that {', '.join(t.name for t in targets)} answer speech.")
+        err.print(f"Checking that {', '.join(t.name for t in targets)} "
+                  f"answer{'s' if len(targets) == 1 else ''} speech.")
     text = warmup_texts(o.seed, 1, o.input_chars)[0]
     try:
         return [check(t, o.stream, text) for t in targets]
