@@ -23,8 +23,8 @@ not start, into peer.json there:
 and prints ours / piper: requests/s paired round by round (median, geometric mean, 90% interval),
 latency p50, first audio against piper's whole answer, requests/s against the machine's limit.
 
-    python benchmarks/peer_piper.py                    # 4 rounds, about 10 min on 2 cores
-    python benchmarks/peer_piper.py --quick            # smoke run, about 2 min
+    python benchmarks/peer_piper.py                    # 4 rounds at C=1 and 4
+    python benchmarks/peer_piper.py --quick            # smoke run
     python benchmarks/peer_piper.py --ours declared= --ours 'split=--isolate-stage vocoder'
 """
 
@@ -115,7 +115,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of bench's texts (default 0)")
     p.add_argument("--whole", action="store_true",
                    help="ask every server for whole WAVs (default: ours streamed)")
-    p.add_argument("--quick", action="store_true", help="smoke run, a couple of minutes")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 8 requests")
     p.add_argument("--startup-timeout", type=float, default=300.0, metavar="S")
     p.add_argument("--output", type=Path, default=Path("bench-results/peer-piper"),
                    metavar="DIR", help="bench's results and peer.json (default: "

@@ -8,7 +8,7 @@ bench of requests/s paired round by round (median, geometric mean and its 90% in
 merged latency and first-audio p50 ratios, and the verdict: the two agree within the noise of
 the rounds when the interval holds 1.
 
-    python benchmarks/url_vs_served.py                          # piper-joe, C=1 and 4, ~15 min
+    python benchmarks/url_vs_served.py                          # piper-joe, C=1 and 4
     python benchmarks/url_vs_served.py qwen3-tts --flags '--isolate-stage vocoder' --quick
 """
 
