@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from planner.app.cli import main
 from tests.planner.app.bench.fake_piper import FakePiper, audio_seconds
+from tests.processes import interrupt
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[4]
@@ -32,17 +33,14 @@ def served():
         for line in proc.stdout:  # ends if the server exits
             seen.append(line)
             if m := re.search(r"ready: piper-joe on (http://127\.0\.0\.1:\d+)", line):
+                # what it prints from now on is read, so that a full pipe never blocks it
+                threading.Thread(target=proc.stdout.read, daemon=True).start()
                 yield m.group(1)
                 break
         else:
             pytest.fail("planner serve piper-joe did not get ready:\n" + "".join(seen[-20:]))
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        interrupt(proc)
 
 
 def test_bench_serves_a_plan_and_measures_running_servers_in_one_table(served, tmp_path,
