@@ -1,5 +1,5 @@
-"""Head to head: `planner serve piper-joe` against piper-tts's own HTTP server, as one `planner bench`
-run.
+"""Head to head: `planner serve piper-joe` against piper-tts's own HTTP server, as one
+`planner bench` run.
 
 piper-tts 1.8.0's `python -m piper.http_server` (GPL-3.0) runs from a venv of its own
 (`--peer-venv`, created on first use) as a separate program: nothing of it is imported here or by

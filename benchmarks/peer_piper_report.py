@@ -92,9 +92,9 @@ def report(results: dict, peer: dict) -> list[str]:
     cores = results["machine"]["cpu_count"]
     limit = machine_limit(cores, peer["graph_cpu_per_request_s"])
     tree = peer["piper_tree"]
+    graph = ", ".join(f"{c * 1000:.0f}" for c in peer["graph_cpu_per_request_s"])
     lines = [f"machine limit: {cores} cores / the voice graph's CPU per request in one process "
-             f"on one thread ({', '.join(f'{c * 1000:.0f}' for c in peer['graph_cpu_per_request_s'])}"
-             f" ms, before and after the run): "
+             f"on one thread ({graph} ms, before and after the run): "
              + ("-" if limit is None else f"{limit:.2f} req/s"),
              f"piper's server: {tree['cpu_per_request_s'] * 1000:.0f} ms CPU per request over "
              f"its {tree['requests']} requests (its whole process tree, idle turns included); "

@@ -1,8 +1,8 @@
 """`planner bench --url NAME=URL[,KEY=VALUE...]`: a speech server that is already running, measured
 beside the placements bench serves itself, never started or stopped by it.
 
-    --url kokoro=http://127.0.0.1:8880,model=kokoro,voice=af_heart
-    --url vllm=http://gpu1:8091/v1,model=Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice,voice=vivian,body.stream_format=audio
+    --url kokoro=http://127.0.0.1:8880,model=kokoro,voice=af_heart,rate=24000
+    --url vllm=http://gpu1:8091/v1,voice=vivian,rate=24000,body.stream_format=audio
     --url piper=piper+http://127.0.0.1:5000
 
 The URL: `http://HOST:PORT` (OpenAI's speech API at /v1/audio/speech), a base URL ending in `/v1`
