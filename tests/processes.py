@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 
@@ -22,6 +23,17 @@ def gone(pid: int) -> bool:
         return bool(select.select([fd], [], [], 0)[0])
     finally:
         os.close(fd)
+
+
+def interrupt(proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    """Stop a server as Ctrl-C would (it drains and stops its workers); kill it if it has not
+    ended within `timeout_s`."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
-"""benchmarks/peer_piper.py's pure parts: its arguments, its sentences and the arithmetic of its
-ratios, on synthetic cells. The benchmark itself needs piper-tts in a venv of its own and minutes
-of CPU, so it is not run here."""
+"""benchmarks/peer_piper.py and url_vs_served.py's pure parts: their arguments, the one
+`planner bench` run each asks for, and the arithmetic of their ratios over interleaved rounds on a
+synthetic results.json. The benchmarks themselves need piper-tts in a venv of its own (or a served
+plan) and minutes of CPU, so they are not run here."""
 
 import os
 import subprocess
@@ -9,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import peer_piper
-from benchmarks.peer_piper_report import (
-    GRAPH, PIPER, STREAM, WAV, Cell, percentile, ratio_columns, report, stolen_of_cells,
-    summarise)
+from benchmarks import peer_piper, url_vs_served
+from benchmarks.peer_piper_report import PIPER, machine_limit, report
+from benchmarks.round_ratios import summarise
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,26 +23,28 @@ def test_defaults_compare_the_declared_placement_at_c1_and_c4(monkeypatch, tmp_p
     assert args.ours == [("declared", [])]
     assert args.concurrency == [1, 4]
     assert args.rounds >= 4  # the issue's bar
-    assert args.requests % len(peer_piper.SENTENCES) == 0  # every sentence equally in each cell
     assert args.peer_venv == tmp_path / "stage-planner" / "peer-piper"
 
 
 def test_quick_shortens_the_run_but_explicit_counts_win():
-    assert (peer_piper.parse_args(["--quick"]).rounds,
-            peer_piper.parse_args(["--quick"]).requests) == (2, 4)
-    args = peer_piper.parse_args(["--quick", "--rounds", "3"])
-    assert (args.rounds, args.requests) == (3, 4)
+    quick = peer_piper.parse_args(["--quick"])
+    assert (quick.rounds, quick.requests) == (2, 8)
+    assert peer_piper.parse_args(["--quick", "--rounds", "3"]).rounds == 3
 
 
-def test_ours_flags_are_split_as_a_shell_would_and_passed_through():
+def test_one_bench_run_serves_ours_and_loads_pipers_server_beside_them():
     args = peer_piper.parse_args(["--ours", "declared=", "--ours",
                                   "tuned=--stage-threads vocoder=2 --isolate-stage 'vocoder'",
                                   "--concurrency", "4", "--concurrency", "1", "--concurrency",
                                   "4", "--peer-venv", "/x/venv"])
-    assert args.ours == [("declared", []),
-                         ("tuned", ["--stage-threads", "vocoder=2", "--isolate-stage", "vocoder"])]
-    assert args.concurrency == [1, 4]
-    assert args.peer_venv == Path("/x/venv")
+    argv = peer_piper.bench_argv(args, "http://127.0.0.1:5000")
+    assert argv[1:5] == ["-m", "planner", "bench", "piper-joe"]
+    assert argv[5:10] == ["--without-declared", "--placement", "declared=", "--placement",
+                          "tuned=--stage-threads vocoder=2 --isolate-stage vocoder"]
+    words = " ".join(argv)
+    assert "--url piper=piper+http://127.0.0.1:5000" in words
+    assert "--concurrency 1 --concurrency 4" in words and "--stream" in words
+    assert "--stream" not in peer_piper.bench_argv(peer_piper.parse_args(["--whole"]), "x")
 
 
 @pytest.mark.parametrize("argv, culprit", [
@@ -53,7 +55,7 @@ def test_ours_flags_are_split_as_a_shell_would_and_passed_through():
     (["--ours", "a=--flag 'unclosed"], "quotes"),
     (["--concurrency", "0"], "at least 1"),
     (["--rounds", "two"], "at least 1"),
-    (["--json", "/no/such/dir/peer.json"], "no directory /no/such/dir"),
+    (["--rounds", "5", "--requests", "4"], "fewer than --rounds"),
 ])
 def test_bad_arguments_exit_2_naming_the_culprit(argv, culprit, capsys):
     with pytest.raises(SystemExit) as exited:
@@ -62,114 +64,72 @@ def test_bad_arguments_exit_2_naming_the_culprit(argv, culprit, capsys):
     assert culprit in capsys.readouterr().err
 
 
-def test_twelve_distinct_english_sentences_of_5_to_40_words():
-    sentences = peer_piper.SENTENCES
-    assert len(sentences) == 12 == len(set(sentences))
-    for s in sentences:
-        assert 5 <= len(s.split()) <= 40, s
-        assert s[0].isupper() and s[-1] in ".?!", s
-
-
-def test_each_round_starts_elsewhere_and_runs_every_cell():
-    cells = ["a", "b", "c"]
-    orders = [peer_piper.rotated(cells, r) for r in range(4)]
-    assert [o[0] for o in orders] == ["a", "b", "c", "a"]
-    assert all(sorted(o) == cells for o in orders)
-
-
-def test_percentile_is_the_planners_one():
-    from planner.stats import percentile as planners
-
-    values = [0.4, 0.1, 0.3, 0.2, 0.5]
-    assert percentile is planners
-    assert percentile(values, 50) == 0.3
-    assert percentile(values, 90) == pytest.approx(0.46)  # interpolated between 0.4 and 0.5
-    assert percentile([7.0], 90) == 7.0
-
-
 def test_summary_pairs_rounds_and_leaves_out_a_missing_one():
     s = summarise([2.0, 3.0, 0.0, 4.0], [1.0, 2.0, 1.0, 2.0])
     assert s.ratios == (2.0, 1.5, None, 2.0)
     assert s.median == 2.0
     assert s.geomean == pytest.approx((2.0 * 1.5 * 2.0) ** (1 / 3))
     low, high = s.interval
-    assert low < s.geomean < high
-    assert summarise([1.0], [2.0]).interval is None
+    assert low < s.geomean < high and not s.holds(1.0)
+    assert summarise([1.0], [2.0]).interval is None and summarise([1.0], [2.0]).holds() is None
     assert summarise([0.0], [2.0]) is None
-    same = summarise([3.0, 3.0], [1.5, 1.5])
-    assert same.interval == pytest.approx((2.0, 2.0))
+    assert summarise([3.0, 3.0], [1.5, 1.5]).interval == pytest.approx((2.0, 2.0))
+    assert summarise([1.1, 0.9, 1.0], [1.0, 1.0, 1.0]).holds(1.0)
 
 
-def cell(system, variant, c, r, *, rps, latency, first_byte=None, cpu_per_request=0.5, n=4):
-    return Cell(system, variant, c, r, wall_s=n / rps, cpu_s=cpu_per_request * n,
-                latencies_s=[latency] * n, first_byte_s=[first_byte or latency] * n,
-                audio_s=3.0 * n)
+def _run(name, label, rounds, p50, ttfa=None, requests=4):
+    total = sum(rounds) / len(rounds)
+    return {"placement": name, "label": label, "round_throughput_rps": rounds,
+            "load": {"requests": requests, "ok": requests, "errors": 0, "throughput_rps": total,
+                     "audio_seconds_per_s": 3.0 * total,
+                     "latency_s": {"p50": p50, "p90": p50 * 1.5},
+                     "ttfa_s": None if ttfa is None else {"p50": ttfa, "p90": ttfa}}}
 
 
-def synthetic(rounds=2):
-    cells = []
-    for r in range(rounds):
-        cells += [
-            cell(PIPER, WAV, 4, r, rps=2.0, latency=2.0, cpu_per_request=1.0),
-            cell("ours:declared", WAV, 4, r, rps=3.0, latency=1.2, cpu_per_request=0.6),
-            cell("ours:declared", STREAM, 4, r, rps=2.5, latency=1.5, first_byte=0.2,
-                 cpu_per_request=0.7),
-            cell(GRAPH, WAV, 1, r, rps=2.0, latency=0.5, cpu_per_request=0.5),
-        ]
-    return cells
+def synthetic(stream=True):
+    runs = [_run("declared", "C=4", [3.0, 3.3], 1.2, 0.2), _run(PIPER, "C=4", [2.0, 2.2], 2.0, 2.0),
+            _run("declared", "C=1", [1.5, 1.5], 0.6, 0.1), _run(PIPER, "C=1", [1.0, 1.0], 1.0, 1.0)]
+    return {"settings": {"stream": stream, "warmup": 4, "rounds": 2},
+            "machine": {"cpu_count": 2},
+            "placements": [{"name": "declared"}, {"name": PIPER}], "runs": runs}
 
 
-def test_ratios_are_the_issues_comparisons():
-    cols = ratio_columns(synthetic(), "ours:declared", 4, cores=2, rounds=2)
-    assert cols["req/s wav"].median == pytest.approx(1.5)
-    assert cols["p50 wav"].median == pytest.approx(0.6)
-    assert cols["TTFA stream / piper p50"].median == pytest.approx(0.1)
-    assert cols["req/s stream"].median == pytest.approx(1.25)
-    assert cols["CPU/req wav"].median == pytest.approx(0.6)
-    assert cols["CPU/req wav / graph"].median == pytest.approx(1.2)
-    # the machine's limit: 2 cores / 0.5 s per request = 4 req/s
-    assert cols["req/s wav / limit"].median == pytest.approx(0.75)
-    assert cols["req/s stream / limit"].median == pytest.approx(0.625)
+def test_the_report_is_ours_over_piper_round_by_round():
+    peer = {"graph_cpu_per_request_s": [0.5, 0.5],
+            "piper_tree": {"cpu_per_request_s": 0.7, "requests": 25, "memory": {
+                "after start-up": {"pss_mib": 100.0, "threads": 4},
+                "after the run": {"pss_mib": 150.0, "threads": 4}}}}
+    text = "\n".join(report(synthetic(), peer))
+    assert "4.00 req/s" in text  # the machine's limit: 2 cores / 0.5 s per request
+    assert "700 ms CPU per request over its 25 requests" in text
+    assert "| declared | 3.15 | 1200 | 1800 | 200 | 3.00 | 0 |" in text
+    # C=4: req/s 1.5 both rounds, p50 0.6, first audio 0.2 / piper's 2.0, 3.15 / 4.00 the limit
+    assert "| declared | x1.500 (1.500, 1.50-1.50) | x0.600 | x0.100 | x0.787 |" in text
+    assert "| declared | x1.500 (1.500, 1.50-1.50) | x0.600 | x0.100 | - |" in text  # C=1
+    assert "| declared | 1.500 1.500 |" in text
+    assert "first audio" not in "\n".join(report(synthetic(stream=False), peer)).split(
+        "ours / piper, requests/s paired")[1].splitlines()[1]
+    assert machine_limit(2, []) is None
 
 
-def test_the_limit_is_compared_only_where_requests_overlap():
-    cells = [cell(s.system, s.variant, 1, s.round, rps=s.metric("rps"), latency=1.0)
-             for s in synthetic()]
-    cols = ratio_columns(cells, "ours:declared", 1, cores=2, rounds=2)
-    assert cols["req/s wav"].median == pytest.approx(1.5)
-    assert not any("limit" in name for name in cols)
+def test_pipers_requests_count_its_warm_ups_and_benchs_check():
+    assert peer_piper.piper_requests(synthetic()) == (4 + 4) + 4 * 2 * 2 + 1
 
 
-def test_report_prints_absolute_figures_and_ratios_per_round():
-    memory = {PIPER: {"after warm-up": {"pss_mib": 100.0, "rss_mib": 110.0,
-                                        "peak_rss_mib": 120.0, "processes": 1, "threads": 5}},
-              "ours:declared": {"after warm-up": {"pss_mib": 250.0, "rss_mib": 400.0,
-                                                  "peak_rss_mib": 420.0, "processes": 4,
-                                                  "threads": 20}}}
-    text = "\n".join(report(synthetic(), ["ours:declared"], [4], 2, 2, memory))
-    assert "machine limit (cores 2 / in-process CPU per request), median over rounds: 4.00" in text
-    assert "| ours:declared wav | 3.00 | 1200 | 1200 | 1200 | 600 | 3.00 | - | 0 |" in text
-    assert "| ours:declared pcm-stream | 2.50 | 1500 | 1500 | 200 | 700 | 3.00 | - | 0 |" in text
-    assert text.count("| 1 | 1.500 | 0.600 | 0.100 |") == 1
-    assert "| median | 1.500 |" in text and "| 90% | 1.500-1.500 |" in text
-    assert "| ours:declared | after warm-up | 250 | 400 | 420 | 4 | 20 | 2.50 |" in text
-
-
-def test_the_cpu_stolen_is_the_share_of_the_cells_running_time_together():
-    cells = synthetic(rounds=2)
-    ours = [c for c in cells if (c.system, c.variant) == ("ours:declared", WAV)]
-    ours[0].cpu_ticks, ours[1].cpu_ticks = (10, 100), (50, 300)
-    assert stolen_of_cells(ours) == pytest.approx(60 / 400)  # not the mean of 10% and 17%
-    assert "| ours:declared wav | 3.00 | 1200 | 1200 | 1200 | 600 | 3.00 | 15% | 0 |" in "\n".join(
-        report(cells, ["ours:declared"], [4], 2, 2, {}))
-    ours[1].cpu_ticks = None  # a reading missing: unknown, not the other round's share
-    assert stolen_of_cells(ours) is None
-
-
-def test_a_cell_with_no_answer_counts_as_missing_not_zero():
-    failed = Cell(PIPER, WAV, 1, 0, 1.0, 0.0, [], [], ["HTTP 500, 10 bytes"])
-    assert failed.metric("rps") == 0.0
-    assert summarise([failed.metric("rps")], [1.0]) is None
+def test_url_vs_served_asks_for_the_same_plan_twice_and_says_whether_they_agree():
+    args = url_vs_served.parse_args(["qwen3-tts", "--flags", "--isolate-stage vocoder",
+                                     "--quick"])
+    assert args.serve_flags == ["--isolate-stage", "vocoder"]
+    argv = url_vs_served.bench_argv(args, "http://127.0.0.1:8000")
+    assert argv[argv.index("--placement") + 1] == "bench=--isolate-stage vocoder"
+    assert argv[argv.index("--url") + 1] == "url=http://127.0.0.1:8000,format=pcm"
+    results = {"runs": [_run("bench", "C=1", [1.0, 1.2], 0.5, 0.1),
+                        _run("url", "C=1", [1.1, 1.1], 0.5, 0.1),
+                        _run("bench", "C=4", [2.0, 2.0], 1.0), _run("url", "C=4", [3.0, 3.1], 1.0)]}
+    lines = url_vs_served.verdicts(results)
+    assert lines[0].startswith("C=1: url / bench req/s x1.008") and "agree" in lines[0]
+    assert "first audio p50 x1.000" in lines[0]
+    assert "differ by more than the rounds' noise" in lines[1]
 
 
 def test_process_tree_includes_a_child():

@@ -281,7 +281,7 @@ def _draw(ax, bench: Bench, chart: Chart) -> tuple[list, list]:
 
 
 def _title(bench: Bench, text: str, width: int = 70) -> str:
-    return textwrap.fill(f"{bench.settings['model']}: {text}", width)
+    return textwrap.fill(f"{bench.title}: {text}", width)
 
 
 def _legend(target, handles: list, **where) -> None:

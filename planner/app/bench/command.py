@@ -2,6 +2,8 @@
 
 Bad input raises `BenchError` (one paragraph, exit 2) before anything starts: each number was
 checked by its argparse type (`planner.app.bench.options`); here, what one option says of another.
+A `--url` target that cannot be reached or does not answer with audio is exit 3, as a placement
+that cannot be served, found before anything is written (`targets.check`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from planner.app.bench.report import LiveProgress, failures, markdown, render_ta
 from planner.app.bench.results import Bench
 from planner.app.bench.runner import Settings, run_all
 from planner.app.bench.server import ServerFailed
+from planner.app.bench.speech import PIPER
+from planner.app.bench.targets import TargetError, UrlTarget, check, parse
+from planner.app.bench.texts import warmup_texts
 
 EXIT_ALL_FAILED = 1  # every request of some placement at some load failed
 EXIT_INVALID = 2
@@ -42,8 +47,15 @@ class BenchError(Exception):
 
 def _check(o: BenchOptions) -> None:
     if not o.model.model_path and not o.model.config:
-        raise BenchError("give the model to benchmark with --model-path MODEL (a card name, model "
-                         "path or architecture; see `planner models`) or --config FILE.")
+        if not o.url:
+            raise BenchError("give the model to benchmark with --model-path MODEL (a card name, "
+                             "model path or architecture; see `planner models`) or --config "
+                             "FILE, or a running server with --url NAME=URL.")
+        served = [BenchOptions.flag(f) for f in ("placement", "all_feasible", "without_declared")
+                  if getattr(o, f)]
+        if served:
+            raise BenchError(f"{', '.join(served)} choose placements of a model for bench to "
+                             "serve; give the model (--model-path MODEL) or drop them.")
     problems = []
     if o.arrivals is not None and not o.rate:
         problems.append("--arrivals shapes open-loop load; add --rate R (requests/s)")
@@ -115,20 +127,62 @@ def _write(path: Path, text: str) -> None:
         raise BenchError(f"could not write {path}: {exc.strerror or exc}.") from None
 
 
+def _targets(o: BenchOptions) -> list[UrlTarget]:
+    """The --url targets as a run of these options asks them; a malformed one is exit 2."""
+    try:
+        return [parse(text).for_stream(o.stream) for text in o.url]
+    except TargetError as exc:
+        raise BenchError(str(exc), exc.exit_code) from None
+
+
+def _reach(targets: list[UrlTarget], o: BenchOptions, err: Console) -> list[UrlTarget]:
+    """Each target after one request as the run will send it (exit 3 where one fails)."""
+    if targets:
+        err.print(f"Checking that {', '.join(t.name for t in targets)} "
+                  f"answer{'s' if len(targets) == 1 else ''} speech.")
+    text = warmup_texts(o.seed, 1, o.input_chars)[0]
+    try:
+        return [check(t, o.stream, text) for t in targets]
+    except TargetError as exc:
+        raise BenchError(str(exc), exc.exit_code) from None
+
+
+def _url_notes(targets: list[UrlTarget], stream: bool) -> list[str]:
+    if not targets:
+        return []
+    names = ", ".join(t.name for t in targets)
+    notes = [f"{names}: running outside bench (--url), which neither starts nor stops "
+             f"{'it' if len(targets) == 1 else 'them'}: start time, processes, memory and "
+             "stage profile unknown (—)"]
+    notes += [f"{t.name}: piper's /synthesize answers a whole WAV file, so its first audio "
+              "comes with its last" for t in targets if stream and t.speech.api == PIPER]
+    return notes
+
+
 def run_bench(o: BenchOptions, out: Console, err: Console) -> int:
     _check(o)
+    targets = _targets(o)
     model = o.model
     config = str(Path(model.config).resolve()) if model.config else None
-    pipeline = planner.load(model_path=model.model_path, config=config, variant=model.variant)
-    try:
-        placements, notes = choose(pipeline, list(o.placement),
-                                   (o.max or 0) if o.all_feasible else None,
-                                   declared=not o.without_declared)
-    except PlacementError as exc:
-        raise BenchError(str(exc), exc.exit_code) from None
-    if len(placements) < 2 and not o.without_declared:
-        notes.append(f"{pipeline.name} has no feasible placement other than its declared one; "
-                     "measuring that alone")
+    pipeline, placements, notes = None, [], []
+    if model.model_path or config:
+        pipeline = planner.load(model_path=model.model_path, config=config,
+                                variant=model.variant)
+        try:
+            placements, notes = choose(pipeline, list(o.placement),
+                                       (o.max or 0) if o.all_feasible else None,
+                                       declared=not o.without_declared)
+        except PlacementError as exc:
+            raise BenchError(str(exc), exc.exit_code) from None
+        if len(placements) < 2 and not o.without_declared and not targets:
+            notes.append(f"{pipeline.name} has no feasible placement other than its declared "
+                         "one; measuring that alone")
+    taken = {p.name for p in placements}
+    for t in targets:
+        if t.name in taken:
+            raise BenchError(f"two rows are named {t.name!r} (a placement or another --url); "
+                             "give each --url a name of its own.")
+        taken.add(t.name)
     shapes = loads(o)
     slo = Slo(ttfa_s=None if o.slo_ttfa_ms is None else o.slo_ttfa_ms / 1000,
               latency_s=None if o.slo_p99_ms is None else o.slo_p99_ms / 1000)
@@ -138,23 +192,30 @@ def run_bench(o: BenchOptions, out: Console, err: Console) -> int:
         requests=None if o.duration is not None else (o.requests or DEFAULT_REQUESTS),
         duration_s=o.duration, warmup=o.warmup, input_chars=o.input_chars,
         stream=o.stream, seed=o.seed, slo=slo, rounds=o.rounds)
-    output = Path(o.output or Path("bench-results") / pipeline.name)
+    name = pipeline.name if pipeline else "-".join(t.name for t in targets)
+    output = Path(o.output or Path("bench-results") / name)
+    targets = _reach(targets, o, err)  # before anything is written
     _writable_directory(output)
     argv = command_line(o, output)
     env = environment(argv)  # before the load: its load average says how busy the machine was
     mode = shapes[0].mode
+    notes += _url_notes(targets, o.stream)
+    rows = [*placements, *targets]
 
-    err.print(f"Benchmarking {len(placements)} placement(s) of {pipeline.name} at "
+    served = f"{len(placements)} placement(s) of {pipeline.name}" if pipeline else ""
+    running = f"{len(targets)} running server(s)" if targets else ""
+    err.print(f"Benchmarking {' and '.join(filter(None, (served, running)))} at "
               f"{describe(shapes)}; {mode} load over HTTP.")
     try:
         with LiveProgress(err) as progress:
-            runs = run_all(settings, placements, progress)
+            runs = run_all(settings, rows, progress)
     except ServerFailed as exc:
         raise BenchError(f"a placement could not be served, so the comparison stopped: {exc}",
                          EXIT_RUN_FAILED) from None
 
     bench = Bench(
-        settings={"model": pipeline.name, "variant": pipeline.variant,
+        settings={"model": pipeline and pipeline.name,
+                  "variant": pipeline and pipeline.variant,
                   "model_path": model.model_path, "config": config, "device": o.device,
                   "stand_in_size": o.stand_in_size,
                   "load_mode": mode,
@@ -167,8 +228,9 @@ def run_bench(o: BenchOptions, out: Console, err: Console) -> int:
                   "rounds": settings.rounds,
                   "warmup": settings.warmup, "input_chars": settings.input_chars,
                   "stream": settings.stream, "seed": settings.seed,
-                  "slo_ttfa_ms": o.slo_ttfa_ms, "slo_p99_ms": o.slo_p99_ms},
-        environment=env, placements=tuple(placements), runs=runs,
+                  "slo_ttfa_ms": o.slo_ttfa_ms, "slo_p99_ms": o.slo_p99_ms,
+                  "urls": [t.to_dict() for t in targets]},
+        environment=env, placements=tuple(rows), runs=runs,
         notes=tuple(notes))
     try:
         write_json(bench, output / "results.json")

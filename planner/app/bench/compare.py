@@ -17,13 +17,14 @@ class Point:
     key: str
     throughput: float  # higher is better
     p99_s: float | None  # lower is better; None (no successful request) is worst
-    processes: int  # lower is better
+    processes: int | None  # lower is better; None (a --url target's) is compared with none
 
 
 def _better_or_equal(a: Point, b: Point) -> bool:
     ap = float("inf") if a.p99_s is None else a.p99_s
     bp = float("inf") if b.p99_s is None else b.p99_s
-    return a.throughput >= b.throughput and ap <= bp and a.processes <= b.processes
+    fewer = a.processes is None or b.processes is None or a.processes <= b.processes
+    return a.throughput >= b.throughput and ap <= bp and fewer
 
 
 def dominates(a: Point, b: Point) -> bool:

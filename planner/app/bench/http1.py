@@ -9,7 +9,7 @@ This client parses a response with a handful of `bytes` operations per network r
 What it speaks: plain `http://` to one host, `Content-Length`, chunked or close-delimited
 bodies, keep-alive (a connection goes back to the pool only after a complete response that
 did not ask to close). No TLS, redirects, proxies, compression or 1xx responses: the bench
-talks only to the server it started.
+talks to the server it started, or to one a user named with `--url` on a reachable host.
 """
 
 from __future__ import annotations
@@ -121,14 +121,14 @@ def _closed_by_peer(sock: socket.socket) -> bool:
     return bool(poll.poll(0))
 
 
-def speech_request(endpoint: Endpoint, text: str, stream: bool) -> bytes:
-    """The bytes of one POST /v1/audio/speech, ready to write."""
-    body = json.dumps({"model": "tts-1", "input": text, "voice": "default",
-                       "response_format": "pcm", "stream": stream}).encode()
-    head = (f"POST /v1/audio/speech HTTP/1.1\r\nHost: {endpoint.host}:{endpoint.port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+def post_json(endpoint: Endpoint, path: str, body: dict) -> bytes:
+    """The bytes of one POST of `body` as JSON to `path`, ready to write."""
+    data = json.dumps(body).encode()
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host  # IPv6
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{endpoint.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
             "Accept-Encoding: identity\r\n\r\n")
-    return head.encode("latin-1") + body
+    return head.encode("latin-1") + data
 
 
 @dataclass

@@ -1,11 +1,14 @@
 """What a load run asks for: its shape (closed-loop clients or open-loop arrivals on a seeded
-schedule), its texts and its size, and how a list of shapes is named in progress lines."""
+schedule), its texts, its size and the request it sends (`speech`), and how a list of shapes is
+named in progress lines."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from planner.app.bench.speech import OURS, Speech
 
 CLOSED, OPEN = "closed-loop", "open-loop"
 ARRIVALS = ("poisson", "gamma", "constant")
@@ -98,6 +101,7 @@ class Load:
     duration_s: float | None
     stream: bool
     seed: int = 0  # of the open-loop arrival schedule
+    speech: Speech = OURS  # how each request asks, and how its answer's audio is read
 
 
 def describe(shapes: Sequence[Shape]) -> str:

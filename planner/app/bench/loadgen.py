@@ -37,16 +37,16 @@ from collections.abc import Callable, Sequence
 from planner import DEFAULT_SAMPLE_RATE
 
 from planner.app.bench.arrivals import Sent, Unsent
-from planner.app.bench.http1 import Endpoint, Pool, ProtocolError, Response, speech_request
+from planner.app.bench.http1 import Endpoint, Pool, ProtocolError, Response
 from planner.app.bench.load_results import LoadResult, Playback, Sample
 from planner.app.bench.load_shapes import Closed, Load, Open, arrival_times
 from planner.app.bench.sendproc import SenderProcess
+from planner.app.bench.speech import NotAudio, Speech
 
 REQUEST_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 10.0
 READ_SIZE = 256 * 1024
 ERROR_BODY_CHARS = 200  # of an error response's body, in its message
-BYTES_PER_SAMPLE = 2  # response_format pcm: 16-bit mono
 START_AHEAD_S = 0.05  # open loop: the first request is due this long after the sender starts
 MAX_IN_FLIGHT = 1024  # open loop: a request due while this many are outstanding is not sent
 SWITCH_INTERVAL_S = 0.0002  # the interpreter lock's hand-over interval while a load runs
@@ -60,12 +60,14 @@ def _sample(index: int, scheduled: float | None, at: float, t_load: float, kind:
 
 
 async def _response(give: Callable[[socket.socket], None], sock: socket.socket, index: int,
-                    scheduled: float | None, sent: float, t_load: float, stream: bool) -> Sample:
+                    scheduled: float | None, sent: float, t_load: float, stream: bool,
+                    speech: Speech) -> Sample:
     """Read the response to the request written on `sock` at `sent` (perf_counter time); a
-    connection the server keeps alive goes to `give`, for a later request."""
+    connection the server keeps alive goes to `give`, for a later request. Its audio is counted
+    as `speech` says (the answer's WAV header or pcm rate, never an assumed one)."""
     loop = asyncio.get_running_loop()
     play, response = Playback(), Response()
-    received, rate, body = 0, 0, bytearray()  # rate: set from the head
+    audio, seconds, body = None, 0.0, bytearray()  # audio: counts a 200's audio, from its head
     error = kind = None
     try:
         async with asyncio.timeout(REQUEST_TIMEOUT_S):
@@ -79,19 +81,21 @@ async def _response(give: Callable[[socket.socket], None], sock: socket.socket, 
                 if response.status != 200:
                     body.extend(b"".join(parts)[:ERROR_BODY_CHARS])
                     continue
-                if not rate:  # a server that does not say takes the default (OpenAI's pcm rate)
-                    rate = int(response.headers.get("x-sample-rate", DEFAULT_SAMPLE_RATE))
-                if size := sum(map(len, parts)):
-                    play.feed(now, size / BYTES_PER_SAMPLE / rate)
-                    received += size
+                if audio is None:
+                    audio = speech.reader(response.headers)
+                if got := sum(audio.feed(part) for part in parts):
+                    play.feed(now, got)
+                    seconds += got
         if response.status != 200:
             message = bytes(body[:ERROR_BODY_CHARS]).decode(errors="replace")
             error, kind = f"HTTP {response.status}: {message}", f"http-{response.status}"
-        elif not received:
+        elif not seconds:
             error, kind = "empty audio", "empty-audio"
     except TimeoutError:
         error = f"timeout: no complete response within {REQUEST_TIMEOUT_S:g} s"
         kind = "timeout"
+    except NotAudio as exc:
+        error, kind = f"not audio: {exc}", "not-audio"
     except (OSError, ProtocolError) as exc:
         error, kind = f"{type(exc).__name__}: {exc}", "disconnect"
     end = time.perf_counter()
@@ -102,13 +106,12 @@ async def _response(give: Callable[[socket.socket], None], sock: socket.socket, 
     return Sample(index=index, scheduled_s=scheduled, started_s=sent - t_load,
                   latency_s=end - sent,
                   ttfa_s=(play.first - sent) if stream and play.first is not None else None,
-                  audio_s=received / BYTES_PER_SAMPLE / (rate or DEFAULT_SAMPLE_RATE),
-                  status=response.status, error=error, error_kind=kind,
+                  audio_s=seconds, status=response.status, error=error, error_kind=kind,
                   stalls=play.stalls if stream else 0, stall_s=play.stall_s if stream else 0.0)
 
 
 async def _exchange(pool: Pool, request: bytes, index: int, t_load: float,
-                    stream: bool) -> Sample:
+                    stream: bool, speech: Speech) -> Sample:
     """One request of a closed loop: write it on a kept-alive connection (or a new one), read
     its response."""
     loop = asyncio.get_running_loop()
@@ -124,7 +127,8 @@ async def _exchange(pool: Pool, request: bytes, index: int, t_load: float,
         sock.close()
         return _sample(index, None, time.perf_counter(), t_load, "disconnect",
                        f"{type(exc).__name__}: {exc}")
-    return await _response(pool.give, sock, index, None, time.perf_counter(), t_load, stream)
+    return await _response(pool.give, sock, index, None, time.perf_counter(), t_load, stream,
+                           speech)
 
 
 async def _closed(pool: Pool, requests: Callable[[int], bytes], load: Load, shape: Closed,
@@ -143,7 +147,7 @@ async def _closed(pool: Pool, requests: Callable[[int], bytes], load: Load, shap
 
     async def user() -> None:
         while (i := take()) is not None:
-            record(await _exchange(pool, requests(i), i, t_load, load.stream))
+            record(await _exchange(pool, requests(i), i, t_load, load.stream, load.speech))
 
     await asyncio.gather(*(user() for _ in range(shape.concurrency)))
 
@@ -165,7 +169,7 @@ async def _open(endpoint: Endpoint, requests: Sequence[bytes], load: Load, shape
     async def read(sent: Sent, t_load: float) -> None:
         try:
             record(await _response(sender.give, sent.sock, sent.index, sent.due_s, sent.sent,
-                                   t_load, load.stream))
+                                   t_load, load.stream, load.speech))
         finally:
             sender.done()
 
@@ -197,7 +201,7 @@ async def _drive(url: str, load: Load, on_done: Callable[[Sample], None]) -> Loa
         on_done(sample)
 
     endpoint = Endpoint.parse(url)
-    built = [speech_request(endpoint, text, load.stream) for text in load.texts]
+    built = [load.speech.request(endpoint, text, load.stream) for text in load.texts]
 
     def requests(i: int) -> bytes:
         return built[i % len(built)]
@@ -220,8 +224,8 @@ async def _drive(url: str, load: Load, on_done: Callable[[Sample], None]) -> Loa
 
 def run_load(url: str, load: Load, on_done: Callable[[Sample], None] = lambda s: None
              ) -> LoadResult:
-    """Drive `load` against the speech endpoint at `url` (plain http://host:port) and return
-    every sample."""
+    """Drive `load` against the speech server at `url` (plain http://host:port; the path is
+    `load.speech`'s) and return every sample."""
     if isinstance(load.shape, Closed) and load.shape.concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     # Objects alive now (the interpreter, rich, the planner) leave the collector's view,

@@ -70,6 +70,14 @@ class BenchOptions(Declared):
         "--without-declared", switch=True,
         help="with --placement: serve only the placements named (the declared topology too "
              "only when one of them is it); no ratios are given"))
+    url: tuple[str, ...] = option(Flag(
+        "--url", repeat=True, metavar="NAME=URL[,KEY=VALUE...]",
+        help="a speech server already running, measured beside the placements under the same "
+             "load and rounds (repeatable; bench never starts or stops it): http://HOST:PORT "
+             "for OpenAI's POST /v1/audio/speech (sglang-omni, vLLM-Omni, Kokoro-FastAPI, "
+             "planner serve) or piper+http://HOST:PORT for piper's POST /synthesize, then "
+             "comma-separated model=M, voice=V, format=pcm|wav, rate=HZ (of its pcm, where its "
+             "answers do not say it), body.KEY=VALUE; a model is optional with --url"))
     max: int | None = option(Flag(
         "--max", type=positive(int), metavar="N",
         help="with --all-feasible: at most N placements, the declared one included"))

@@ -317,7 +317,7 @@ def console_tables(console: Console, bench: Bench) -> list[Table]:
     starting with the placement and load columns; cells are never truncated. Columns are spread
     evenly over the blocks, so no block is left with a column or two."""
     headers, rows = _grid(bench)
-    title = f"planner bench: {bench.settings['model']}"
+    title = f"planner bench: {bench.title}"
     blocks = _pack(console, bench, headers, rows, console.width)
     lo, hi = console.width // (len(blocks) + 1), console.width
     while len(blocks) > 1 and lo < hi:  # the narrowest limit that needs no more blocks
@@ -377,7 +377,7 @@ def markdown(bench: Bench, charts: list[str]) -> str:
     gpus = ", ".join(machine["gpus"]) or "none"
     versions = env["versions"]
     placements = "\n".join(
-        f"- **{md_escape(p.name)}** ({p.process_count} "
+        f"- **{md_escape(p.name)}** ({p.process_count or 'unknown'} "
         f"process{'es' if p.process_count != 1 else ''}): {md_escape(p.describe())}"
         + (f" — `{' '.join(p.flags)}`" if p.flags else "")
         for p in bench.placements)
@@ -385,11 +385,11 @@ def markdown(bench: Bench, charts: list[str]) -> str:
     notes = "\n".join(f"- {md_escape(n)}" for n in (*bench.notes, *observations(bench)))
     load_avg = machine.get("load_average")
     busy = (f"; load average at the start {load_avg[0]:.2f}" if load_avg else "")
-    return f"""# planner bench: {md_escape(bench.settings['model'])}
+    return f"""# planner bench: {md_escape(bench.title)}
 
 Date: {env['date']}  
 Command: `{env['command']}`  
-Machine: {md_escape(machine['cpu'] or '?')} ({machine['cpu_count']} CPUs{busy}), GPUs: {md_escape(gpus)}; device {bench.runs[0].device if bench.runs else '?'}  
+Machine: {md_escape(machine['cpu'] or '?')} ({machine['cpu_count']} CPUs{busy}), GPUs: {md_escape(gpus)}; device {next((r.device for r in bench.runs if r.device), '?')}  
 Versions: Python {versions.get('python')}, torch {versions.get('torch')}, OR-Tools {versions.get('ortools')}
 
 ## Placements

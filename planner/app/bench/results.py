@@ -9,18 +9,20 @@ from planner.app.bench.compare import Point, pareto_front, ratio
 from planner.app.bench.load_results import LATE_S, LoadResult, Slo
 from planner.app.bench.load_shapes import Closed, Shape
 from planner.app.bench.measure import ProcessPeak, StageTime
-from planner.app.bench.placements import Placement
+from planner.app.bench.targets import Target, UrlTarget
 
 SCHEMA = "stage-planner-bench/2"
 
 
 @dataclass(frozen=True)
 class Run:
-    """One placement served and loaded at one load (a concurrency level or an arrival rate)."""
+    """One placement served and loaded at one load (a concurrency level or an arrival rate); or a
+    `--url` target loaded, whose device, start-up, processes and profile are unknown (None,
+    empty)."""
 
-    placement: Placement
-    device: str
-    startup_s: float
+    placement: Target
+    device: str | None
+    startup_s: float | None
     processes: tuple[ProcessPeak, ...]
     profile: tuple[StageTime, ...]
     ideal_rps: float | None
@@ -74,9 +76,14 @@ class Versus:
 class Bench:
     settings: dict[str, Any]
     environment: dict[str, Any]
-    placements: tuple[Placement, ...]
+    placements: tuple[Target, ...]  # the rows: placements served, then --url targets
     runs: tuple[Run, ...]
     notes: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        """What was measured: the model, or the --url targets' names without one."""
+        return self.settings.get("model") or ", ".join(p.name for p in self.placements)
 
     @property
     def shapes(self) -> tuple[Shape, ...]:
@@ -98,7 +105,7 @@ class Bench:
     def runs_at(self, shape: Shape) -> tuple[Run, ...]:
         return tuple(r for r in self.runs if r.shape == shape)
 
-    def run_of(self, placement: Placement, shape: Shape) -> Run | None:
+    def run_of(self, placement: Target, shape: Shape) -> Run | None:
         return next((r for r in self.runs_at(shape) if r.placement.name == placement.name), None)
 
     def baseline_run(self, shape: Shape) -> Run | None:
@@ -137,11 +144,17 @@ class Bench:
 
 
 def total_rss(run: Run) -> int | None:
+    """Peak resident memory of every process of the run; None where one is unknown, or where
+    bench knows none (a --url target)."""
     values = [p.peak_rss_bytes for p in run.processes]
-    return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
+    if not values or any(v is None for v in values):
+        return None
+    return sum(values)  # type: ignore[arg-type]
 
 
-def _placement_dict(p: Placement) -> dict[str, Any]:
+def _placement_dict(p: Target) -> dict[str, Any]:
+    if isinstance(p, UrlTarget):
+        return {**p.to_dict(), "process_count": None, "started_by_bench": False}
     return {"name": p.name, "flags": list(p.flags), "process_count": p.process_count,
             "groups": [{"name": n, "stages": list(s)} for n, s in p.groups],
             "tp_stages": [{"stage": s, "processes": list(r)} for s, r in p.tp_stages]}

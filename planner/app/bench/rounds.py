@@ -38,7 +38,8 @@ def merge(parts: Sequence[Run]) -> Run:
     load = _merge_loads([p.load for p in parts])
     profile = _merge_profiles([p.profile for p in parts])
     ideal = first.placement.ideal_rps({s.stage: s.per_request_s for s in profile})
-    return replace(first, startup_s=sum(p.startup_s for p in parts) / len(parts),
+    starts = [p.startup_s for p in parts if p.startup_s is not None]  # none for a --url target
+    return replace(first, startup_s=sum(starts) / len(starts) if starts else None,
                    processes=_merge_peaks([p.processes for p in parts]), profile=profile,
                    ideal_rps=ideal, load=load,
                    round_rps=tuple(p.load.throughput_rps for p in parts))

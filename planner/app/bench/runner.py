@@ -1,6 +1,8 @@
 """The order of runs: for each load (a concurrency level or an arrival rate), every placement
 back to back, each in a fresh server, so a placement never inherits another's warm caches or
-memory high-water marks, and drift on a shared machine spreads over all placements alike."""
+memory high-water marks, and drift on a shared machine spreads over all placements alike. A
+`--url` target takes its turn among them, warmed up and loaded the same way; it is running
+already, so nothing is started, stopped or read from its metrics."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ from planner.app.bench.measure import (
 from planner.app.bench.placements import Placement
 from planner.app.bench.results import Run
 from planner.app.bench.server import Server, ServerSpec
+from planner.app.bench.speech import OURS, Speech
+from planner.app.bench.targets import Target, UrlTarget
 from planner.app.bench.texts import request_texts, warmup_texts
 from planner.app.cpu_steal import running_ticks, ticks_between
 
@@ -63,6 +67,35 @@ class Progress(Protocol):
     def end(self, summary: str) -> None: ...
 
 
+def _warm_up(url: str, speech: Speech, settings: Settings, shape: Shape,
+             warm: tuple[str, ...], progress: Progress) -> None:
+    if warm:
+        progress.phase("warming up")
+        # Open loop warms up one request at a time: arrivals would start the measured
+        # schedule's queue before it begins.
+        warm_shape = shape if isinstance(shape, Closed) else Closed(1)
+        run_load(url, Load(warm_shape, warm, len(warm), None, settings.stream, speech=speech))
+
+
+def _load(url: str, speech: Speech, settings: Settings, shape: Shape, texts: tuple[str, ...],
+          progress: Progress) -> LoadResult:
+    progress.phase(f"load ({'streaming' if settings.stream else 'whole responses'})")
+    ticks = running_ticks()
+    load = run_load(url, Load(shape, texts, settings.requests, settings.duration_s,
+                              settings.stream, settings.seed, speech), progress.done)
+    return replace(load, cpu_ticks=ticks_between(ticks, running_ticks()))
+
+
+def run_url(settings: Settings, target: UrlTarget, shape: Shape, texts: tuple[str, ...],
+            warm: tuple[str, ...], progress: Progress) -> Run:
+    """A running server, warmed up and loaded as a served placement is; what only a server
+    bench started could tell (start time, processes, memory, stage profile) stays unknown."""
+    _warm_up(target.base, target.speech, settings, shape, warm, progress)
+    load = _load(target.base, target.speech, settings, shape, texts, progress)
+    return Run(placement=target, device=None, startup_s=None, processes=(), profile=(),
+               ideal_rps=None, load=load, slo=settings.slo)
+
+
 def run_one(settings: Settings, placement: Placement, shape: Shape,
             texts: tuple[str, ...], warm: tuple[str, ...], progress: Progress) -> Run:
     with Server(settings.server_spec(placement)) as server:
@@ -70,20 +103,11 @@ def run_one(settings: Settings, placement: Placement, shape: Shape,
         started = server.start()
         url = started.url
         device = httpx.get(f"{url}/health", timeout=10).json()["device"]
-        if warm:
-            progress.phase("warming up")
-            # Open loop warms up one request at a time: arrivals would start the measured
-            # schedule's queue before it begins.
-            warm_shape = shape if isinstance(shape, Closed) else Closed(1)
-            run_load(url, Load(warm_shape, warm, len(warm), None, settings.stream))
+        _warm_up(url, OURS, settings, shape, warm, progress)
         before = settled_metrics(url)
-        progress.phase(f"load ({'streaming' if settings.stream else 'whole responses'})")
         sampler = GpuSampler(url) if device == "cuda" else None
-        ticks = running_ticks()
         with sampler or contextlib.nullcontext():
-            load = run_load(url, Load(shape, texts, settings.requests, settings.duration_s,
-                                      settings.stream, settings.seed), progress.done)
-        load = replace(load, cpu_ticks=ticks_between(ticks, running_ticks()))
+            load = _load(url, OURS, settings, shape, texts, progress)
         progress.phase("collecting metrics")
         after = settled_metrics(url)
         health = httpx.get(f"{url}/health", timeout=10).json()
@@ -97,7 +121,7 @@ def run_one(settings: Settings, placement: Placement, shape: Shape,
                profile=profile, ideal_rps=ideal, load=load, slo=settings.slo)
 
 
-def run_all(settings: Settings, placements: Sequence[Placement], progress: Progress
+def run_all(settings: Settings, placements: Sequence[Target], progress: Progress
             ) -> tuple[Run, ...]:
     count = settings.requests or DURATION_TEXT_POOL
     texts = request_texts(settings.seed, count, settings.input_chars)
@@ -115,7 +139,8 @@ def run_all(settings: Settings, placements: Sequence[Placement], progress: Progr
             of = f" · round {r + 1}/{settings.rounds}" if settings.rounds > 1 else ""
             for placement in placements:
                 progress.begin(f"{placement.name} · {shape.label}{of}", part.requests)
-                run = run_one(part, placement, shape, mine, warm, progress)
+                measure = run_url if isinstance(placement, UrlTarget) else run_one
+                run = measure(part, placement, shape, mine, warm, progress)
                 run = replace(run, load=_texts_from(run.load, start))
                 parts[placement.name].append(run)
                 lag = run.load.lag

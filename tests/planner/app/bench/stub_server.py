@@ -22,6 +22,7 @@ class Reply:
     chunks: tuple[tuple[bytes, float], ...] = ()
     chunked: bool = True  # else one Content-Length body, sent after first_s
     hang_up: bool = False
+    headers: tuple[tuple[str, str], ...] = (("x-sample-rate", "24000"),)  # beside the framing
 
 
 class StubServer:
@@ -77,7 +78,8 @@ class StubServer:
 
     @staticmethod
     async def _answer(reply: Reply, writer: asyncio.StreamWriter) -> None:
-        head = f"HTTP/1.1 {reply.status} Stub\r\nx-sample-rate: 24000\r\n"
+        head = f"HTTP/1.1 {reply.status} Stub\r\n" + "".join(f"{k}: {v}\r\n"
+                                                           for k, v in reply.headers)
         if not reply.chunked:
             body = b"".join(data for data, _ in reply.chunks)
             await asyncio.sleep(reply.first_s)

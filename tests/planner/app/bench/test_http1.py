@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.app.bench.http1 import Endpoint, ProtocolError, Response, speech_request
+from planner.app.bench.http1 import Endpoint, ProtocolError, Response
+from planner.app.bench.speech import OURS
 
 CHUNKED = (b"HTTP/1.1 200 OK\r\nx-sample-rate: 16000\r\nTransfer-Encoding: chunked\r\n\r\n"
            b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n")
@@ -58,7 +59,7 @@ def test_bytes_that_are_not_a_response_are_a_protocol_error(raw):
 
 def test_the_request_is_one_post_with_a_json_body():
     endpoint = Endpoint.parse("http://127.0.0.1:8123")
-    raw = speech_request(endpoint, "Hi \"there\"", stream=True)
+    raw = OURS.request(endpoint, "Hi \"there\"", stream=True)
     head, _, body = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1:8123\r\n")
     assert f"Content-Length: {len(body)}".encode() in head

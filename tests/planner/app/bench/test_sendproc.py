@@ -16,7 +16,8 @@ import sys
 import time
 
 from planner.app.bench.arrivals import Sent, Unsent
-from planner.app.bench.http1 import Endpoint, Response, speech_request
+from planner.app.bench.http1 import Endpoint, Response
+from planner.app.bench.speech import OURS
 from planner.app.bench.sendproc import SenderProcess
 from tests.planner.app.bench.stub_server import Reply, StubServer
 from tests.waiting import wait_until
@@ -73,7 +74,7 @@ async def collect(sender: SenderProcess, t_start: float, reply=None) -> list:
 
 def start(server_url: str, schedule, max_in_flight: int = 100) -> SenderProcess:
     endpoint = Endpoint.parse(server_url)
-    return SenderProcess(endpoint, schedule, [speech_request(endpoint, "hi", True)],
+    return SenderProcess(endpoint, schedule, [OURS.request(endpoint, "hi", True)],
                          max_in_flight, connect_timeout_s=5.0)
 
 
