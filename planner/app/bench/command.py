@@ -22,6 +22,7 @@ from planner.app.bench.charts import write_charts
 from planner.app.bench.load_results import Slo
 from planner.app.bench.load_shapes import Closed, Open, Shape, describe
 from planner.app.bench.machine import environment
+from planner.app.bench.exits import EXIT_ALL_FAILED, EXIT_INVALID, EXIT_RUN_FAILED
 from planner.app.bench.options import DEFAULT_REQUESTS, BenchOptions
 from planner.app.bench.placements import PlacementError, choose
 from planner.app.bench.report import LiveProgress, failures, markdown, render_table, write_json
@@ -32,9 +33,6 @@ from planner.app.bench.speech import PIPER
 from planner.app.bench.targets import TargetError, UrlTarget, check, parse
 from planner.app.bench.texts import warmup_texts
 
-EXIT_ALL_FAILED = 1  # every request of some placement at some load failed
-EXIT_INVALID = 2
-EXIT_RUN_FAILED = 3  # a placement could not be served, as for `planner serve`
 DEFAULT_CONCURRENCY = (1,)
 DEFAULT_ARRIVALS = "poisson"
 

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from planner.app.bench.exits import EXIT_INVALID, EXIT_RUN_FAILED
 from planner.app.bench.http1 import Endpoint
 from planner.app.bench.load_shapes import Closed, Load
 from planner.app.bench.loadgen import run_load
@@ -39,8 +40,6 @@ from planner.app.bench.speech import (
     FORMATS, OPENAI, OPENAI_PATH, PCM, PIPER, PIPER_PATH, WAV, Speech, json_value,
 )
 
-EXIT_INVALID = 2  # the option is malformed
-EXIT_UNREACHABLE = 3  # the server cannot be reached, or does not answer with audio
 PIPER_SCHEME = "piper+"
 MODELS_TIMEOUT_S = 5.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:@-]*$")
@@ -190,7 +189,7 @@ def check(target: UrlTarget, stream: bool, text: str) -> UrlTarget:
         why = f"answered, but not with audio bench can measure: {error.removeprefix('not audio: ')}"
     else:
         why = f"did not answer a speech request ({error})"
-    raise TargetError(f"{where} {why}. Nothing was measured.", EXIT_UNREACHABLE)
+    raise TargetError(f"{where} {why}. Nothing was measured.", EXIT_RUN_FAILED)
 
 
 def models_rate(base: str, model: str | None) -> int | None:
