@@ -11,10 +11,14 @@ from typing import TYPE_CHECKING
 import planner
 from planner.app.tune import rate as tune_rate
 from planner.app.tune.options import TuneOptions
+from planner.app.tune.pick import commands as pick_commands
+from planner.app.tune.pick import file_comment, pick_file, write_pick
 from planner.cpus import usable_cpu_ids
 from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
-from planner.tune.report import choice_dict, render_choice
+from planner.tune.answer import answer_dict, recommended
+from planner.tune.report import choice_dict
 from planner.tune.choose import choose, why
+from planner.tune.screen import render_answer
 from planner.tune.model import Workload
 from planner.tune.errors import TuneError
 from planner.tune.profile import BUSY_SHARE, Profile
@@ -153,13 +157,18 @@ def run_tune(tune: TuneOptions, out: Console, err: Console) -> int:
         raise TuneError(f"{exc}; tune enumerates every placement, so it needs fewer movable "
                         "stages (fuse some with fused_stages)") from None
     reason = why(choice)
-    measured = None
-    judged = None
+    measured = judged = check = None
     if tune.verify and not rate_question:  # a rate question serves its own plans, below
         from planner.app.tune.verify import verify
-        from planner.tune.verify import verdict
 
         measured = verify(tune, choice, tune.verify, err)
+    elif not rate_question:
+        from planner.app.tune.settle import check_tie
+
+        check, measured = check_tie(tune, choice, not tune.profile, output, err)
+    if measured is not None:
+        from planner.tune.verify import verdict
+
         judged = verdict(choice, measured)
     result = choice_dict(choice, profile, reason, measured, judged)
     result["cpu_speed"] = tune.cpu_speed  # what the predictions take the CPUs' speed to be
@@ -171,17 +180,35 @@ def run_tune(tune: TuneOptions, out: Console, err: Console) -> int:
         if tune.verify:
             verified = tune_rate.verify(tune, answer, output, err)
             result["rate_question"]["verified"] = tune_rate.verified_dict(tune, verified)
+        pick = answer.pick.candidate if answer.pick is not None else None
+    else:
+        pick = recommended(choice, judged)
     try:
         output.mkdir(parents=True, exist_ok=True)
+        file = pick_file(output, tune, pick)
+        if answer is None:  # a tie left unsettled: the top that many served settle it
+            settle = None if check is None or check.served else check.rival + 1
+        else:  # the pick and the cheaper plan, served at the rate
+            settle = 1 if answer.met and not tune.verify else None
+        commands = pick_commands(tune, profile, pick, file, settle,
+                                 Path(tune.profile) if tune.profile else output / "profile.json")
+        write_pick(output, file, profile, pick, () if commands is None or pick is None else
+                   file_comment(tune, profile, pick, commands))
+        if answer is None:
+            result["answer"] = answer_dict(choice, commands, check, judged)
+        else:
+            result["rate_question"]["commands"] = tune_rate.commands_dict(commands)
         (output / "tune.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise TuneError(f"cannot write to --output {output}: {exc.strerror}") from None
     if tune.format == "json":
         print(json.dumps(result, indent=2))
     elif answer is not None:
-        tune_rate.render(out, answer, profile, tune, verified)
+        tune_rate.render(out, answer, profile, tune, verified, commands,
+                         str(output / "tune.json"))
     else:
-        render_choice(out, choice, profile, reason, measured, judged)
+        render_answer(out, choice, profile, commands, measured, judged, check, tune.show_all,
+                      str(output / "tune.json"))
     # Nothing meets the constraints: infeasible (1), as `planner solve` says of a request no
     # placement satisfies; bad input is 2.
     met = answer.met if answer is not None else choice.best is not None

@@ -5,7 +5,9 @@ import io
 
 from rich.console import Console
 
-from planner.tune.report import choice_dict, render_choice
+from planner.tune.answer import Commands
+from planner.tune.report import choice_dict
+from planner.tune.screen import render_answer
 from planner.tune.choose import TIE, choose
 from planner.tune.model import Workload
 from planner.tune.verify import Measured, verdict
@@ -26,8 +28,14 @@ def served(rps, p50=100.0, errors=0):
 
 
 def rendered(choice, prof, measured, judged):
+    from planner.flags import flags
+    from planner.tune.answer import recommended
+
+    run = recommended(choice, judged)
+    words = [w for f in flags(run.requests) for w in f.split(" ", 1)]
     buf = io.StringIO()
-    render_choice(Console(file=buf, width=200), choice, prof, "why", measured, judged)
+    render_answer(Console(file=buf, width=200), choice, prof, Commands(("serve", "m", *words)),
+                  measured, judged)
     return buf.getvalue()
 
 
@@ -45,7 +53,8 @@ def test_a_lead_within_a_tie_keeps_the_pick():
     v = verdict(choice, measured)
     assert v.best == 1 and not v.overturned
     out = rendered(choice, prof, measured, v)
-    assert "within a tie: keep the pick" in out and "run it: --isolate-stage b" in out
+    assert "within a tie: keep the pick" in out
+    assert out.rstrip().endswith("planner serve m --isolate-stage b")
 
 
 def test_a_clear_measured_winner_is_what_tune_recommends():
@@ -55,7 +64,8 @@ def test_a_clear_measured_winner_is_what_tune_recommends():
     assert v.best == 1 and v.overturned and abs(v.gain - 1.3) < 1e-9
     out = rendered(choice, prof, measured, v)
     assert "declared measured x1.30 better by throughput than the predicted pick" in out
-    assert "keep the declared topology" in out and "run it:" not in out
+    assert "loop): run declared" in out and "the declared topology: no flag" in out
+    assert out.rstrip().endswith("planner serve m")
     data = choice_dict(choice, prof, "why", measured, v)
     assert data["best"] == 0  # candidates stay ranked by prediction
     assert data["verified"] == {"best": 1, "gain": 1.3, "overturned": True}
