@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from planner.app.bench.findings import advice, notes, winner_line, winners
+from planner.app.bench.findings import above_bound, advice, notes, winner_line, winners
 from planner.app.bench.load_results import Sample
 from planner.app.bench.load_shapes import describe
 from planner.app.bench.results import Bench, Run, total_rss
@@ -131,8 +131,7 @@ def _bound(bench: Bench, run: Run) -> str | None:
     (`findings.notes` says why)."""
     if run.ideal_rps is None:
         return None
-    over = (run.achieved_over_ideal or 0.0) > 1.0
-    return f"{run.ideal_rps:.2f}{OVER_BOUND if over else ''}"
+    return f"{run.ideal_rps:.2f}{OVER_BOUND if above_bound(run) else ''}"
 
 
 COLUMNS = (
@@ -261,7 +260,7 @@ def failures(bench: Bench) -> list[tuple[Run, str]]:
 def _block_table(bench: Bench, title: str | None, headers: list[str],
                  rows: list[tuple[Run, list[tuple[str, bool]]]], keep: list[int]) -> Table:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD,
-                  padding=(0, 0, 0, 1), pad_edge=False)
+                  padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)
     for i in keep:
         h = headers[i]
         if h == "placement":
@@ -315,14 +314,15 @@ def console_tables(console: Console, bench: Bench) -> list[Table]:
             lo = mid + 1
     if len(blocks) > 1:
         blocks = _pack(console, bench, headers, rows, hi)
-    return [_block_table(bench, title if n == 0 else f"{title} (continued)", headers, rows,
+    return [_block_table(bench, None if n == 0 else f"{title} (continued)", headers, rows,
                          [*range(KEYS), *block]) for n, block in enumerate(blocks)]
 
 
 def render_table(console: Console, bench: Bench) -> None:
     """The table, then the winner at each load, advice where a figure is bad, notes, and the
     short legend."""
-    console.print(Text(run_facts(bench), style="dim"))
+    console.print(Text(f"planner bench: {bench.settings['model']}", style="bold")
+                  + Text(f": {run_facts(bench)}"))
     for table in console_tables(console, bench):
         console.print(table)
     for w in winners(bench):
