@@ -102,17 +102,17 @@ def changes(c: Candidate) -> str:
     copies and pins."""
     out = []
     if len(c.compute) < len(c.requests):  # it moves stages
-        out.append(f"runs {' | '.join('+'.join(stages) for _, stages in c.groups)} as "
-                   "processes of their own")
+        out.append(f"splits the stages into {' | '.join('+'.join(s) for _, s in c.groups)}")
     threads = [f"{r.stage} {r.count} threads" for r in c.compute if isinstance(r, Threads)]
     if threads:
         out.append("gives " + " and ".join(threads))
-    for r in c.compute:
-        match r:
-            case Copies(process=group, count=n):
-                out.append(f"runs {n} copies of {group} side by side")
-            case Pin(process=group, cpus=cpus):
-                out.append(f"pins {group} to CPU {','.join(map(str, cpus or ()))}")
+    copies = [f"{r.count} copies of {r.process}" for r in c.compute if isinstance(r, Copies)]
+    if copies:
+        out.append("runs " + " and ".join(copies))
+    pins = [f"{r.process} to CPU {','.join(map(str, r.cpus or ()))}" for r in c.compute
+            if isinstance(r, Pin)]
+    if pins:
+        out.append("pins " + " and ".join(pins))
     return ", ".join(out[:-1]) + (" and " if len(out) > 1 else "") + out[-1] if out else ""
 
 
@@ -124,27 +124,28 @@ def reasons(choice: Choice) -> tuple[str, ...]:
         return ()
     k = len(choice.workloads) - 1
     res, busy = base.predicted[k].bottleneck
-    out = [f"At {choice.workloads[k].label} the declared topology is bound by {res} "
-           f"({busy:.0%} busy)."]
+    out = [f"At {choice.workloads[k].label} the declared topology is bound by {res}, "
+           f"{busy:.0%} busy."]
     if best is base:
         out.append("No other plan removes more of that than it adds in handoffs and "
                    "processes.")
     else:
         bres, bbusy = best.predicted[k].bottleneck
         out.append(f"The pick {changes(best)}: x{gain(choice, best):.2f} req/s, then bound by "
-                   f"{bres} ({bbusy:.0%}).")
+                   f"{bres}, {bbusy:.0%} busy.")
     if (first := tie_first(choice)) is not None:
         out.append(first)
     return tuple(out)
 
 
 def tie_first(choice: Choice) -> str | None:
-    """Why the pick comes before #2 of its tie (the plan a check serves against it), as a
-    sentence; None: no tie."""
+    """Why the pick comes before #2 of its tie (the plan a check serves against it), as
+    `planner.tune.choose.rank` put it there, in a sentence; None: no tie."""
     if rival(choice) is None:
         return None
     best, other = choice.ranked[0], choice.ranked[1]
     s0, s1 = score(best, choice.objective), score(other, choice.objective)
+    above = (s0 - s1) / max(abs(s0), 1e-9)
     mine = tie_order(best.processes, best.crowding_ms, choice.cores)
     theirs = tie_order(other.processes, other.crowding_ms, choice.cores)
     if mine[0] != theirs[0]:
@@ -153,12 +154,14 @@ def tie_first(choice: Choice) -> str | None:
     if mine[1] != theirs[1]:
         return ("It comes before #2 for keeping other native work away from the busiest "
                 "stage, which costs more than the model charges.")
-    if (s0 - s1) / max(abs(s0), 1e-9) >= RESOLUTION:
-        return (f"It is predicted {(s0 - s1) / max(abs(s0), 1e-9):.1%} above #2, less than "
-                "the tie band.")
+    if above >= RESOLUTION:
+        return f"It is predicted {above:.1%} above #2, less than the tie band."
     if other.extra_threads > best.extra_threads:
         return ("#2 asks for more threads and is predicted no better: a thread that gains "
                 "nothing still costs its hand-offs.")
+    if above > 0:
+        return (f"It is predicted above #2 by under {RESOLUTION:.1%}, which the model does not "
+                "resolve: serving the two tells them apart.")
     return ("#2 is predicted the same; a fixed order puts the pick first (fewer processes, "
             "then by name).")
 

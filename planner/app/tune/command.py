@@ -129,8 +129,8 @@ def run_tune(tune: TuneOptions, out: Console, err: Console) -> int:
                             variant=model.variant)
     output = Path(tune.output or f"tune-results/{pipeline.name}")
     if output.exists() and not output.is_dir():
-        raise TuneError(f"--output {output} is a file; give a directory (it gets profile.json "
-                        "and tune.json)")
+        raise TuneError(f"--output {output} is a file; give a directory (it gets profile.json, "
+                        "tune.json and the pick's pick.yaml)")
     rate_question = bool(tune_rate.targets(tune))
     tune_rate.check(tune, pipeline.name)
     profile = _profile(tune, pipeline, err, output).at_cpu_speed(tune.cpu_speed)

@@ -254,3 +254,45 @@ def test_the_printed_serve_line_serves_the_pick(tmp_path, qwen3_profile):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _choices():
+    import planner
+    from planner.tune.profile import Profile
+
+    from tests.planner.tune.test_model import HandoffCost
+
+    pl, prof = four()
+    torch_like = profile({"pre": (0.05, 0.5, 0.0), "engine": (1.2, 260.0, 0.0),
+                          "vocoder": (0.4, 40.0, 0.0)}, cores=2, native_call_ms=0.02,
+                         handoff=HandoffCost(0.05, 15.0, 0.014))
+    piper = planner.load(model_path="piper-joe")
+    yield from (choose(pl, prof, (Workload(concurrency=c),), compute=True) for c in (1, 4))
+    yield choose(chain("pre", "engine", "vocoder"), torch_like, (Workload(concurrency=8),))
+    for path in (PIPER_WHOLE, PIPER_STREAMED):
+        yield choose(piper, Profile.load(path), (Workload(concurrency=4),), compute=True)
+
+
+def test_why_the_pick_comes_before_its_rival_is_what_the_ranking_did():
+    from planner.tune.answer import tie_first
+    from planner.tune.choose import RESOLUTION, score
+
+    seen = set()
+    for choice in _choices():
+        said = tie_first(choice)
+        if rival(choice) is None:
+            assert said is None
+            continue
+        best, other = choice.ranked[0], choice.ranked[1]
+        s0, s1 = (score(c, choice.objective) for c in (best, other))
+        gap = (s0 - s1) / abs(s0)
+        if "fixed order" in said:
+            assert s0 == s1 and best.processes <= other.processes, said
+        elif "by under" in said:
+            assert 0 < gap < RESOLUTION, said
+        elif "above #2, less than the tie band" in said:
+            assert RESOLUTION <= gap <= TIE, said
+        elif "more threads" in said:
+            assert other.extra_threads > best.extra_threads and gap < RESOLUTION, said
+        seen.add(said.split(" ")[0:3].__str__())
+    assert len(seen) >= 2  # the cases above exercise more than one reason
