@@ -136,7 +136,7 @@ def finalists_table(a: RateAnswer, every: bool) -> Table:
     from rich import box
     from rich.table import Table
 
-    from planner.tune.report import placement_cell
+    from planner.tune.report import PLAN_WIDTH, placement_cell
 
     shown = SHOWN if every else tuple(dict.fromkeys((t.metric, t.percentile)
                                                      for t in a.targets))
@@ -152,7 +152,7 @@ def finalists_table(a: RateAnswer, every: bool) -> Table:
     rows = a.finalists if every else _shown_finalists(a)
     for e in rows:
         gpus = [str(e.gpus)] if every or any(f.gpus for f in a.finalists) else []
-        t.add_row(placement_cell(e.candidate), str(e.cpus), *gpus,
+        t.add_row(placement_cell(e.candidate, PLAN_WIDTH), str(e.cpus), *gpus,
                   *(_band(e.band(m, q)).removesuffix(" ms").replace(" ms (", " (")
                     for m, q in shown),
                   _rps(e.capacity).replace(" req/s", ""), e.verdict,

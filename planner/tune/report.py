@@ -173,9 +173,21 @@ def excluded_measured(choice: Choice, c: Candidate, measured: Measured) -> Rows 
     return measured.excluded_baseline
 
 
-def placement_cell(c: Candidate) -> str:
-    """One flag per line, so a narrow terminal never breaks a flag from its value."""
-    return "\n".join(command_line((r,)) for r in c.requests) or "declared"
+# The plan column's least width on screen: flags share a line up to it (or up to what the
+# numbers leave), so a row takes a line or two.
+PLAN_WIDTH = 30
+
+
+def placement_cell(c: Candidate, width: int = 0) -> str:
+    """The plan's flags, as many to a line as fit in `width` (0: one to a line), so a narrow
+    terminal never breaks a flag from its value."""
+    lines: list[str] = []
+    for flag in (command_line((r,)) for r in c.requests):
+        if lines and len(lines[-1]) + 1 + len(flag) <= width:
+            lines[-1] += " " + flag
+        else:
+            lines.append(flag)
+    return "\n".join(lines) or "declared"
 
 
 def print_unsqueezed(console: Console, table: Any) -> None:

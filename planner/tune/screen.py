@@ -13,7 +13,7 @@ from planner.tune.answer import (
     Commands, TieCheck, how_sure, reasons, recommended, shown,
 )
 from planner.tune.choose import TIE, Candidate, Choice, score, tie_note, tied, unmet
-from planner.tune.report import excluded_measured, placement_cell, print_unsqueezed
+from planner.tune.report import PLAN_WIDTH, excluded_measured, placement_cell, print_unsqueezed
 from planner.tune.verify import Measured
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 # Excluded plans listed by name; more are counted (every one is in tune.json).
 SHOWN_EXCLUDED = 2
+SCREEN_WIDTH = 100  # the terminal the answer is laid out for
 
 
 def verdict_text(choice: Choice, verdict: Verdict) -> str:
@@ -109,9 +110,12 @@ def table(choice: Choice, rows: Sequence[int], measured: Measured | None, every:
             t.add_column("pred.\nerror", justify="right")
     near = set(tied(choice))
     t.add_column(f"tie\n({TIE:.0%})")
+    # what the numbers leave of a 100-column screen (each column about 7 wide, the tie note's
+    # wider): flags share a line of the plan column up to it
+    plan_width = max(PLAN_WIDTH, SCREEN_WIDTH - 7 * (len(t.columns) - 1) - (30 if every else 0))
     for i in rows:
         c = choice.ranked[i]
-        row = [str(i + 1), Text(placement_cell(c), style="bold" if i == 0 else ""),
+        row = [str(i + 1), Text(placement_cell(c, plan_width), style="bold" if i == 0 else ""),
                str(c.processes), f"{c.memory_mib:.0f}"]
         if several:
             v = score(c, choice.objective)

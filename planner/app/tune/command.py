@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,10 +93,18 @@ def _profile(tune: TuneOptions, pipeline: planner.Pipeline, err: Console,
         raise TuneError(str(exc)) from None
     defaults = {"size": tune.stand_in_size} if tune.stand_in_size else {}
     t0 = time.perf_counter()
-    profile = measure(declared.plan, requests=tune.profile_requests, device=tune.device,
-                      factory_defaults=defaults, seed=tune.seed,
-                      progress=lambda m: err.print(f"tune: {m}"),
-                      served=calibration_plan(pipeline, declared.plan), stream=stream)
+    # On a terminal the steps replace each other on one line, so the answer keeps the screen;
+    # elsewhere (a log) each is a line.
+    with err.status("tune: profiling") if err.is_terminal else nullcontext() as status:
+        def progress(message: str) -> None:
+            if status is None:
+                err.print(f"tune: {message}")
+            else:
+                status.update(f"tune: {message}")
+
+        profile = measure(declared.plan, requests=tune.profile_requests, device=tune.device,
+                          factory_defaults=defaults, seed=tune.seed, progress=progress,
+                          served=calibration_plan(pipeline, declared.plan), stream=stream)
     output.mkdir(parents=True, exist_ok=True)
     profile.save(output / "profile.json")
     err.print(f"tune: profiled in {time.perf_counter() - t0:.1f} s -> {output / 'profile.json'}")
