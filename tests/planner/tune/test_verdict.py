@@ -101,3 +101,18 @@ def test_a_pick_served_alone_is_not_said_to_have_beaten_anything():
     out = rendered(choice, prof, Measured({0: served(100.0)}), v)
     assert "only declared was served, so nothing was compared" in out
     assert "measured best" not in out
+
+
+def test_a_lead_that_a_round_contradicts_keeps_the_pick():
+    choice, prof = a_choice()
+
+    def rounds(rps, *each):
+        return [{**served(rps)[0], "round_throughput_rps": list(each)}]
+
+    # merged 30% ahead, but the pick served more in the second round: the machine's drift
+    split = Measured({0: rounds(100.0, 90.0, 110.0), 1: rounds(130.0, 150.0, 105.0)})
+    v = verdict(choice, split)
+    assert v.best == 1 and not v.overturned
+    assert "but a round measured the pick ahead" in rendered(choice, prof, split, v)
+    agreed = Measured({0: rounds(100.0, 90.0, 110.0), 1: rounds(130.0, 120.0, 140.0)})
+    assert verdict(choice, agreed).overturned
