@@ -74,7 +74,8 @@ def _figures(choice: Choice, c: Candidate) -> str:
     parts = []
     for k, (w, p) in enumerate(zip(choice.workloads, c.predicted)):
         base = choice.declared.predicted[k].throughput_rps
-        x = "" if c is choice.declared else f" (x{p.throughput_rps / max(base, 1e-9):.2f} of declared)"
+        x = ("" if c is choice.declared else
+             f" (x{p.throughput_rps / max(base, 1e-9):.2f} of declared)")
         ttfa = ("" if p.ttfa_p90_ms is None or choice.objective != "ttfa" else
                 f", TTFA p90 {p.ttfa_p90_ms:.0f} ms")
         at = f"at {w.label} " if len(choice.workloads) > 1 else ""

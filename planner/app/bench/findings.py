@@ -88,8 +88,8 @@ def winner(bench: Bench, shape: Shape) -> Winner | None:
             metric, why, pool = REQ_S, "most; none kept up with the offered rate", clean
     else:
         metric, why, pool = REQ_S, "most", clean
-    ranked = sorted((r for r in pool if metric.value(r) is not None),
-                    key=lambda r: metric.value(r), reverse=metric.higher)  # type: ignore[arg-type,return-value]
+    measured = [(v, r) for r in pool if (v := metric.value(r)) is not None]
+    ranked = [r for _, r in sorted(measured, key=lambda vr: vr[0], reverse=metric.higher)]
     if not ranked:
         return None
     best = ranked[0]
@@ -157,7 +157,7 @@ def winner_line(bench: Bench, w: Winner) -> str:
     return line
 
 
-# -- advice: a bad figure and what would fix it -----------------------------------------------------
+# -- advice: a bad figure and what would fix it ---------------------------------------------
 def _share_text(values: list[float]) -> str:
     lo, hi = min(values), max(values)
     return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo * 100:.0f}-{hi:.0%}"
