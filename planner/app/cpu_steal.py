@@ -55,6 +55,13 @@ def running_ticks(stat: Path = STAT) -> Ticks | None:
     return None if values is None else (values[7], sum(values) - values[3] - values[4])
 
 
+def busy_ticks(stat: Path = STAT) -> Ticks | None:
+    """Jiffies the CPUs ran or were stolen (not idle) so far, and all jiffies: over a moment this
+    process sleeps through, how busy other work kept the machine."""
+    values = _cpu_fields(stat)
+    return None if values is None else (sum(values) - values[3] - values[4], sum(values))
+
+
 def ticks_between(before: Ticks | None, after: Ticks | None) -> Ticks | None:
     """What two readings of the same kind counted in between (None where either is unknown)."""
     if before is None or after is None or after[1] < before[1]:

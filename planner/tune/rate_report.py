@@ -4,19 +4,24 @@ paragraph on the closest plan and the replicas that would meet. Decides nothing.
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from planner.flags import command_line, flags
-from planner.tune.rate_question import Band, Estimate, RateAnswer
+from planner.tune.answer import Commands
+from planner.tune.rate_question import SHOWN, Band, Estimate, RateAnswer
 from planner.tune.rate_verify import Check, RateVerdict, Served
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from planner.tune.profile import Profile
 
 # A served run that lost this much of its CPUs' running time to other guests is said to have.
 STOLEN_NOTE_SHARE = 0.10
+# Finalists the answer lists (the rest: --all, and tune.json).
+SHOWN_FINALISTS = 4
 
 
 def _band(b: Band) -> str:
@@ -75,8 +80,9 @@ def miss_text(e: Estimate, a: RateAnswer) -> str:
             f"({ms / target.ms:+.0%}, by the median)")
 
 
-def unmet_paragraph(a: RateAnswer, model: str) -> str:
-    """Nothing meets: the closest plan, and how many whole replicas of it would."""
+def unmet_paragraph(a: RateAnswer, model: str, command: bool = True) -> str:
+    """Nothing meets: the closest plan, and how many whole replicas of it would (with `command`,
+    ending with the command that serves them)."""
     head = (f"No plan is predicted to meet {targets_text(a)} at {a.rate:g} req/s on this "
             f"machine ({a.cores} CPUs; {a.considered} plans predicted).")
     e = a.closest
@@ -103,7 +109,6 @@ def unmet_paragraph(a: RateAnswer, model: str) -> str:
                 "target is below what a request takes on a nearly idle replica; a faster machine "
                 "or a cheaper voice, not more replicas, would meet it.")
     of = r.per_replica
-    serve = command_line(of.candidate.requests)
     within = ("" if of.capacity is None else
               f", within the {_rps(of.capacity)} one completes")
     it = ("it" if of.candidate.name == e.candidate.name else
@@ -111,62 +116,128 @@ def unmet_paragraph(a: RateAnswer, model: str) -> str:
           "cheapest each)")
     return (out + f" Split over {r.count} whole replicas of {it}, each taking "
             f"{a.rate / r.count:.3g} req/s{within}, it is predicted to meet "
-            f"({t.label} {_band(b)}): "
-            f"{r.count} nodes of this machine's size ({a.cores} CPUs each), "
-            f"`planner serve {model}{' ' + serve if serve else ''} --replicas {r.count} "
-            "--cluster FILE`.")
+            f"({t.label} {_band(b)}): {r.count} nodes of this machine's size ({a.cores} CPUs "
+            "each)" + (f", `{replicas_command(a, model)}`." if command else "."))
 
 
-def render_rate(console: Console, a: RateAnswer, profile: Profile) -> None:
+def replicas_command(a: RateAnswer, model: str) -> str | None:
+    """The command that serves the replicas the answer names (None: it names none)."""
+    r = a.replicas
+    if a.pick is not None or r is None or r.count is None:
+        return None
+    serve = command_line(r.per_replica.candidate.requests)
+    return (f"planner serve {model}{' ' + serve if serve else ''} --replicas {r.count} "
+            "--cluster FILE")
+
+
+def finalists_table(a: RateAnswer, every: bool) -> Table:
+    """The finalists, cheapest first: each target's percentile, capacity and verdict (every
+    percentile banded with `every`)."""
+    from rich import box
     from rich.table import Table
+
+    from planner.tune.report import PLAN_WIDTH, placement_cell
+
+    shown = SHOWN if every else tuple(dict.fromkeys((t.metric, t.percentile)
+                                                     for t in a.targets))
+    t = Table(box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)
+    t.add_column("plan", no_wrap=True)
+    t.add_column("CPUs", justify="right")
+    if every or any(e.gpus for e in a.finalists):
+        t.add_column("GPUs", justify="right")
+    for m, q in shown:
+        t.add_column(f"{'TTFA' if m == 'ttfa' else 'latency'} p{q}\nms", justify="right")
+    t.add_column("capacity\nreq/s", justify="right")
+    t.add_column("verdict")
+    rows = a.finalists if every else _shown_finalists(a)
+    for e in rows:
+        gpus = [str(e.gpus)] if every or any(f.gpus for f in a.finalists) else []
+        t.add_row(placement_cell(e.candidate, PLAN_WIDTH), str(e.cpus), *gpus,
+                  *(_band(e.band(m, q)).removesuffix(" ms").replace(" ms (", " (")
+                    for m, q in shown),
+                  _rps(e.capacity).replace(" req/s", ""), e.verdict,
+                  style="bold" if e is a.pick else "")
+    return t
+
+
+def _shown_finalists(a: RateAnswer) -> tuple[Estimate, ...]:
+    """The finalists the answer shows: the pick and the cheaper plan it names, then the
+    cheapest others, `SHOWN_FINALISTS` in all, in cost order."""
+    named = {id(e) for e in (a.pick, a.runner_up, a.closest) if e is not None}
+    keep = set(named)
+    for e in a.finalists:
+        if len(keep) >= SHOWN_FINALISTS:
+            break
+        keep.add(id(e))
+    return tuple(e for e in a.finalists if id(e) in keep)
+
+
+def render_rate(console: Console, a: RateAnswer, profile: Profile, every: bool = False,
+                results: str = "tune.json") -> None:
+    """The answer to a rate question on one screen: the pick and its banded figures, the cheaper
+    plan that misses, the finalists, or why nothing meets; `rate_commands` prints what to run."""
     from rich.text import Text
 
-    from planner.tune.report import (
-        overlay_yaml, persistent_overlay, persistent_processes, print_unsqueezed,
-    )
+    from planner.tune.report import print_unsqueezed
 
-    console.print(Text(
-        f"{profile.model} at {a.rate:g} req/s (open loop, Poisson arrivals): the cheapest plan "
-        f"predicted to meet {targets_text(a)}", style="bold"))
+    asked = (f"{profile.model} at {a.rate:g} req/s (open loop, Poisson arrivals), "
+             f"{targets_text(a)}")
+    if a.pick is None:
+        console.print(Text(f"{asked}: no plan on this machine meets", style="bold"))
+    else:
+        console.print(Text(f"{asked}: run ", style="bold")
+                      + Text(a.pick.candidate.name, style="bold cyan")
+                      + Text(f" ({_cost(a.pick)})", style="bold"))
     if not a.streams:
         console.print(Text(f"note: {profile.model} does not stream here: its first audio comes "
                            "with the whole response, so a TTFA target is held against latency"))
-    if a.finalists:
-        t = Table(title=f"finalists: median (low-high) over {a.seeds} draws of arrivals and texts",
-                  title_justify="left")
-        for col in ("plan", "CPUs", "GPUs", "TTFA p50", "TTFA p90", "TTFA p99", "latency p99",
-                    "capacity", "verdict"):
-            t.add_column(col, justify="left" if col in ("plan", "verdict") else "right",
-                         no_wrap=col == "plan")
-        for e in a.finalists:
-            t.add_row(e.candidate.name, str(e.cpus), str(e.gpus),
-                      *(_band(e.band("ttfa", q)) for q in (50, 90, 99)),
-                      _band(e.band("latency", 99)), _rps(e.capacity), e.verdict,
-                      style="bold" if e is a.pick else "")
-        print_unsqueezed(console, t)
-    if a.pick is None:
-        console.print(Text(unmet_paragraph(a, profile.model)))
-        return
     e = a.pick
-    console.print(Text("pick: ", style="bold") + Text(
-        f"{_name(e)} ({_cost(e)}): meets, the band's high end too; {percentiles_text(e)}"
-        + ("" if e.capacity is None else
-           f"; keeps up: completes {_rps(e.capacity)} at most, {a.rate:g} asked")))
-    if a.runner_up is not None:
-        r = a.runner_up
-        console.print(Text("cheaper: ", style="bold") + Text(
-            f"{_name(r)} ({_cost(r)}): {miss_text(r, a)}; {percentiles_text(r)}"))
-    else:
-        console.print(Text("cheaper: none: no plan costs less"))
-    serve = command_line(e.candidate.requests)
-    console.print(Text("run it: ", style="bold")
-                  + Text(f"planner serve {profile.model}{' ' + serve if serve else ''}"))
-    if e.candidate.requests:
-        console.print(Text("or make it persistent (--config FILE):", style="bold"))
-        console.print(overlay_yaml(profile.model, profile.variant,
-                                   persistent_overlay(e.candidate.plan, e.candidate.requests),
-                                   persistent_processes(e.candidate.plan)),
-                      markup=False, highlight=False)
+    if e is not None:
+        console.print(Text("predicted: ", style="bold") + Text(
+            f"{percentiles_text(e)}" + ("" if e.capacity is None else
+                                        f"; completes {_rps(e.capacity)} at most")))
+        cheaper = (f"the cheaper {_name(a.runner_up)} ({_cost(a.runner_up)}): "
+                   f"{miss_text(a.runner_up, a)}" if a.runner_up is not None else
+                   "no plan costs less")
+        console.print(Text("how sure: ", style="bold") + Text(
+            f"it meets at the high end of its band (median, low-high over {a.seeds} draws of "
+            f"arrivals and texts); {cheaper}"))
+    if a.finalists:
+        print_unsqueezed(console, finalists_table(a, every))
+        hidden = 0 if every else len(a.finalists) - len(_shown_finalists(a))
+        if hidden:
+            console.print(Text(f"({hidden} more finalists: --all; every plan in {results})",
+                               style="dim"))
+    if e is None:
+        console.print(Text(unmet_paragraph(a, profile.model, command=False)))
+
+
+def rate_commands(console: Console, a: RateAnswer, profile: Profile,
+                  commands: Commands | None) -> None:
+    """What to run, last: the command that checks the pick served (unless it was), and those
+    that serve it; with no pick, the replicas that would meet."""
+    from rich.text import Text
+
+    def line(label: str, words: str) -> None:
+        console.print(Text(label, style="bold"))
+        console.print("  " + words, markup=False, highlight=False, soft_wrap=True)
+
+    if a.pick is None:
+        if (replicas := replicas_command(a, profile.model)) is not None:
+            line(f"serve it on {a.replicas.count} nodes:", replicas)  # type: ignore[union-attr]
+        return
+    if commands is None:
+        return
+    if commands.settle:
+        served = "the pick and the cheaper plan" if a.runner_up is not None else "the pick"
+        line(f"check it served ({served}, at the rate):",
+             shlex.join(["planner", *commands.settle]))
+    line("run it:" if a.pick.candidate.requests else
+         "run it (the declared topology: no flag needed):",
+         shlex.join(["planner", *commands.serve]))
+    if commands.serve_file:
+        line("or from the file tune wrote:",
+             shlex.join(["planner", *commands.serve_file]))
 
 
 def estimate_dict(e: Estimate | None) -> dict[str, Any] | None:

@@ -1,6 +1,7 @@
-"""`planner tune` output: the ranked table (rich), the JSON, and the flags and YAML that make the
-chosen placement persistent. Drawn from tune's values (its ranking, scores and tie notes); it
-decides nothing."""
+"""`planner tune`'s JSON (every plan ranked, with what serving measured), and the flags and YAML
+overlay that make the chosen placement persistent; the answer on screen is
+`planner.tune.screen`'s. Drawn from tune's values (its ranking, scores and tie notes); it decides
+nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from planner.plan import Assign, ComputeRequest, Isolate, Plan, Request, cpu_text
 from planner.flags import command_line, flags
-from planner.tune.choose import TIE, Candidate, Choice, score, tie_note
+from planner.tune.answer import recommended
+from planner.tune.choose import Candidate, Choice, tie_note
 from planner.tune.verify import Measured, Rows
 
 if TYPE_CHECKING:
@@ -17,29 +19,6 @@ if TYPE_CHECKING:
     from planner.tune.model import Prediction, Workload
     from planner.tune.profile import Profile
     from planner.tune.verify import Verdict
-
-
-def _recommended(choice: Choice, verdict: Verdict | None) -> Candidate | None:
-    """What tune tells the operator to run: the predicted pick, unless serving them measured
-    another one better by more than a tie."""
-    if verdict is not None and verdict.overturned:
-        return choice.ranked[verdict.best]
-    return choice.best
-
-
-def verdict_line(choice: Choice, verdict: Verdict) -> str:
-    pick = choice.ranked[0]
-    if verdict.best == 0 and verdict.served == 1:
-        return (f"verified: only {pick.name} was served, so nothing was compared "
-                "(a larger --verify K serves more)")
-    if verdict.best == 0:
-        return f"verified: {pick.name} measured best of the {verdict.served} served"
-    other = choice.ranked[verdict.best]
-    lead = (f"verified: {other.name} measured x{verdict.gain:.2f} better by {choice.objective} "
-            f"than the predicted pick ({pick.name})")
-    if verdict.overturned:
-        return f"{lead}, more than the model resolves: run what measured best"
-    return f"{lead}, within a tie: keep the pick"
 
 
 def persistent_overlay(plan: Plan, requests: tuple[Request | ComputeRequest, ...]
@@ -151,7 +130,7 @@ def choice_dict(choice: Choice, profile: Profile, why: str,
                 verdict: Verdict | None = None) -> dict[str, Any]:
     measured = measured or Measured()
     ranked = list(choice.ranked)
-    best = _recommended(choice, verdict)
+    best = recommended(choice, verdict)
     return {
         "model": profile.model,
         "variant": profile.variant,
@@ -162,7 +141,7 @@ def choice_dict(choice: Choice, profile: Profile, why: str,
                         "tie": tie_note(choice, i) or None}
                        for i, c in enumerate(ranked)],
         "excluded": [{"flags": list(flags(c.requests)), "why": reason,
-                      "measured_by_workload": _excluded_measured(choice, c, measured)}
+                      "measured_by_workload": excluded_measured(choice, c, measured)}
                      for c, reason in choice.excluded],
         "best": 0 if best is not None else None,
         "why": why,
@@ -186,7 +165,7 @@ def persist_dict(profile: Profile, best: Candidate | None) -> dict[str, Any] | N
                            else {})}}
 
 
-def _excluded_measured(choice: Choice, c: Candidate, measured: Measured) -> Rows | None:
+def excluded_measured(choice: Choice, c: Candidate, measured: Measured) -> Rows | None:
     """What serving measured of an excluded candidate: only the declared topology is served
     when excluded (it is the bench's baseline)."""
     if c is not choice.declared and c.requests:
@@ -194,13 +173,21 @@ def _excluded_measured(choice: Choice, c: Candidate, measured: Measured) -> Rows
     return measured.excluded_baseline
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}"
+# The plan column's least width on screen: flags share a line up to it (or up to what the
+# numbers leave), so a row takes a line or two.
+PLAN_WIDTH = 30
 
 
-def placement_cell(c: Candidate) -> str:
-    """One flag per line, so a narrow terminal never breaks a flag from its value."""
-    return "\n".join(command_line((r,)) for r in c.requests) or "declared"
+def placement_cell(c: Candidate, width: int = 0) -> str:
+    """The plan's flags, as many to a line as fit in `width` (0: one to a line), so a narrow
+    terminal never breaks a flag from its value."""
+    lines: list[str] = []
+    for flag in (command_line((r,)) for r in c.requests):
+        if lines and len(lines[-1]) + 1 + len(flag) <= width:
+            lines[-1] += " " + flag
+        else:
+            lines.append(flag)
+    return "\n".join(lines) or "declared"
 
 
 def print_unsqueezed(console: Console, table: Any) -> None:
@@ -218,78 +205,3 @@ def print_unsqueezed(console: Console, table: Any) -> None:
         console.print(table)
     finally:
         console.width = fixed
-
-
-def render_choice(console: Console, choice: Choice, profile: Profile, why: str,
-                  measured: Measured | None = None,
-                  verdict: Verdict | None = None) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    measured = measured or Measured()
-    if choice.ranked:
-        over = " (geometric mean over the loads)" if len(choice.workloads) > 1 else ""
-        t = Table(title=f"{profile.model}: placements ranked by predicted {choice.objective}"
-                        f"{over}" + (", measured beside" if measured else ""),
-                  title_justify="left")
-        t.add_column("#", justify="right")
-        t.add_column("placement", no_wrap=True)
-        t.add_column("procs", justify="right")
-        t.add_column("MiB", justify="right")
-        several = len(choice.workloads) > 1
-        if several:  # what the rows are ordered by: one row can be lower at one load only
-            unit = {"throughput": "req/s", "latency": "p50", "ttfa": "TTFA"}[choice.objective]
-            t.add_column(f"geomean\n{unit}", justify="right")
-        for w in choice.workloads:
-            t.add_column(f"{w.label}\nreq/s", justify="right")
-            t.add_column("p50", justify="right")
-            t.add_column("p99", justify="right")
-            t.add_column("TTFA\np90", justify="right")
-            if measured:
-                t.add_column("meas.\nreq/s", justify="right")
-                # predicted against measured throughput, not failed requests (bench's `err`)
-                t.add_column("pred.\nerror", justify="right")
-        notes = [tie_note(choice, i) for i in range(len(choice.ranked))]
-        if any(notes):
-            t.add_column(f"tie\n({TIE:.0%})")  # predicted within this of each other
-        for i, c in enumerate(choice.ranked):
-            row = [str(i + 1), Text(placement_cell(c), style="bold" if i == 0 else ""),
-                   str(c.processes), f"{c.memory_mib:.0f}"]
-            if several:
-                v = score(c, choice.objective)
-                row.append(f"{v:.2f}" if choice.objective == "throughput" else f"{-v:.0f} ms")
-            for k, p in enumerate(c.predicted):
-                row += [f"{p.throughput_rps:.2f}", _ms(p.latency_p50_ms), _ms(p.latency_p99_ms),
-                        _ms(p.ttfa_p90_ms)]
-                if measured:
-                    m = measured.ranked.get(i)
-                    if m is None:
-                        row += ["", ""]
-                    else:
-                        got = m[k]["throughput_rps"]
-                        row += [f"{got:.2f}" if got else "-",
-                                f"{(p.throughput_rps - got) / got:+.0%}" if got else "-"]
-            if any(notes):
-                row.append(notes[i])
-            t.add_row(*row)
-        print_unsqueezed(console, t)
-    for c, reason in choice.excluded:
-        rows = _excluded_measured(choice, c, measured)
-        served = "" if rows is None else "; served as the bench's baseline: " + ", ".join(
-            f"{w.label} {r['throughput_rps']:.2f} req/s" if r.get("throughput_rps") else
-            f"{w.label} -" for w, r in zip(choice.workloads, rows))
-        console.print(Text(f"excluded: {c.name} ({reason}){served}"))
-    console.print(Text("why: ", style="bold") + Text(why))
-    if verdict is not None:
-        console.print(Text(verdict_line(choice, verdict)))
-    best = _recommended(choice, verdict)
-    if best is not None and best.requests:
-        entries = persistent_overlay(best.plan, best.requests)
-        console.print(Text("run it: ", style="bold") + Text(" ".join(flags(best.requests))))
-        console.print(Text("or make it persistent (--config FILE):", style="bold"))
-        console.print(overlay_yaml(profile.model, profile.variant, entries,
-                                   persistent_processes(best.plan)), markup=False,
-                      highlight=False)
-    elif best is not None:
-        console.print(Text("keep the declared topology: no flag needed", style="bold"))
-

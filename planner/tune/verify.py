@@ -62,9 +62,22 @@ def _measured_score(rows: list[dict[str, Any]], objective: str) -> float | None:
                            [r["latency_p50_ms"] for r in rows], [r.get("ttfa_p90_ms") for r in rows])
 
 
+def rounds_agree(pick: Rows, other: Rows) -> bool:
+    """Whether no interleaved round (bench's `round_throughput_rps`, paired by order) has the
+    pick serving more requests per second than `other`, at any workload; True where the rounds
+    are not known. A lead the merged figures show but a round contradicts is the machine's
+    drift as much as the plans' difference (a short check on a shared machine meets both)."""
+    for mine, theirs in zip(pick, other):
+        a, b = mine.get("round_throughput_rps") or (), theirs.get("round_throughput_rps") or ()
+        if len(a) == len(b) and any(x >= y for x, y in zip(a, b)):
+            return False
+    return True
+
+
 def verdict(choice: Choice, measured: Measured) -> Verdict | None:
     """The placement that measured best, if the pick was measured. The same tie applies as to
-    predictions: a measured lead within it is not a reason to change the recommendation."""
+    predictions: a measured lead within it is not a reason to change the recommendation, nor is
+    one that a round contradicts (by throughput, `rounds_agree`)."""
     scores = {i: _measured_score(rows, choice.objective) for i, rows in measured.ranked.items()}
     scores = {i: v for i, v in scores.items() if v is not None}
     if 0 not in scores:
@@ -72,4 +85,7 @@ def verdict(choice: Choice, measured: Measured) -> Verdict | None:
     best = max(scores, key=lambda i: (scores[i], -i))
     mine, top = scores[0], scores[best]
     gain = top / mine if top > 0 else mine / top
-    return Verdict(best, gain, best != 0 and top - mine > abs(mine) * TIE, len(scores))
+    lead = best != 0 and top - mine > abs(mine) * TIE
+    if lead and choice.objective == "throughput":
+        lead = rounds_agree(measured.ranked[0], measured.ranked[best])
+    return Verdict(best, gain, lead, len(scores))

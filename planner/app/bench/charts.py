@@ -25,6 +25,9 @@ CDF_PNG = "latency_cdf.png"
 LEGEND_WRAP = 34  # characters per legend line
 SHORT_NAME = 18  # placement names up to this long (and at most 4 of them) are shown as they are
 NO_DATA = "no successful requests"
+# The table's `bound req/s`: what the stage times allow if each process runs one stage at a time
+# (a bar above it is a row the bound was wrong for).
+BOUND_LABEL = "bound from stage times"
 _STYLES = ("-", "--", ":", "-.")
 _ALPHAS = (1.0, 0.6, 0.3)
 
@@ -57,7 +60,7 @@ class Chart:
     ylabel: str
     series: tuple[Series, ...]
     shown: Callable[[Bench], bool] = lambda bench: True
-    ideal: bool = False  # throughput: each placement's ideal bound from its stage profile
+    ideal: bool = False  # throughput: each placement's bound from its stage times
     offered: bool = False  # open loop: the offered rate, y = x
     reference: tuple[float, str] | None = None  # a horizontal line and its label
     needs_ok: bool = True  # drawn from successful requests ("no successful requests" if none)
@@ -251,7 +254,7 @@ def _draw(ax, bench: Bench, chart: Chart) -> tuple[list, list]:
         if chart.ideal and any(r.ideal_rps for r in bench.runs):
             others.append(Line2D([], [], color="black", linestyle="none", marker="D",
                                  markersize=6, markerfacecolor="none", markeredgewidth=1.5,
-                                 label="ideal bound"))
+                                 label=BOUND_LABEL))
     else:
         ax.set_xticks(range(len(short)), short)
         ax.set_xlabel(shapes[0].label if isinstance(shapes[0], Closed) else
@@ -262,7 +265,7 @@ def _draw(ax, bench: Bench, chart: Chart) -> tuple[list, list]:
                                     label=ser.label))
         if chart.ideal and any(r.ideal_rps for r in bench.runs):
             others.append(Line2D([], [], color="black", linestyle="none", marker="_",
-                                 markersize=14, markeredgewidth=2.5, label="ideal bound"))
+                                 markersize=14, markeredgewidth=2.5, label=BOUND_LABEL))
         top *= 1.12  # room for the numbers above the bars
     if chart.reference is not None:
         y, label = chart.reference

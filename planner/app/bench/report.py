@@ -21,15 +21,16 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
-from planner.app.bench.load_results import LATE_S, Sample
+from planner.app.bench.findings import above_bound, advice, notes, winner_line, winners
+from planner.app.bench.load_results import Sample
 from planner.app.bench.load_shapes import describe
 from planner.app.bench.results import Bench, Run, total_rss
-from planner.app.bench.rounds import spread
 
 PARETO_MARK = "★"
+OVER_BOUND = "*"  # beside a stage bound the run measured above
 MIB = 1024 * 1024
-LAG_NOTE_S = 0.001  # a schedule lag p99 at or above this is called out under the table
 PLACEMENT_WIDTH = 32  # longer placement names wrap in the console table
 
 
@@ -72,11 +73,15 @@ Value = float | int | str | None
 
 @dataclass(frozen=True)
 class Column:
+    """A column of results.md; on screen too where `screen` says (the screen keeps what a
+    comparison is read by, results.md every figure)."""
+
     header: str
     value: Callable[[Bench, Run], Value]
     fmt: str  # format spec for numbers
     better: Literal["max", "min"] | None = None
     shown: Callable[[Bench], bool] = lambda bench: True
+    screen: Callable[[Bench], bool] = lambda bench: True
 
 
 def _ms(x: float | None) -> float | None:
@@ -113,6 +118,22 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else 100.0 * x
 
 
+def _never(bench: Bench) -> bool:
+    return False
+
+
+def _whole(bench: Bench) -> bool:
+    return not bench.stream
+
+
+def _bound(bench: Bench, run: Run) -> str | None:
+    """The stage bound, marked `*` where the run measured above it: the bound was wrong there
+    (`findings.notes` says why)."""
+    if run.ideal_rps is None:
+        return None
+    return f"{run.ideal_rps:.2f}{OVER_BOUND if above_bound(run) else ''}"
+
+
 COLUMNS = (
     Column("placement", lambda b, r: r.placement.name, "s"),
     Column("load", lambda b, r: r.shape.label, "s"),
@@ -120,31 +141,33 @@ COLUMNS = (
     Column("procs", lambda b, r: r.placement.process_count, "d", "min"),
     Column("req/s", lambda b, r: r.load.throughput_rps, ".2f", "max"),
     Column("goodput req/s", lambda b, r: r.goodput_rps, ".2f", "max", shown=_slo),
-    Column("audio s/s", lambda b, r: r.load.audio_per_s, ".1f", "max"),
+    Column("× declared req/s", _vs("throughput"), ".2f", "max"),
+    Column("audio s/s", lambda b, r: r.load.audio_per_s, ".1f", "max", screen=_never),
     Column("TTFA p50", _stat("ttfa", "p50"), ".0f", "min", shown=_stream),
-    Column("TTFA p90", _stat("ttfa", "p90"), ".0f", "min", shown=_stream),
+    Column("TTFA p90", _stat("ttfa", "p90"), ".0f", "min", shown=_stream, screen=_never),
     Column("TTFA p99", _stat("ttfa", "p99"), ".0f", "min", shown=_stream),
-    Column("p50", _stat("latency", "p50"), ".0f", "min"),
-    Column("p90", _stat("latency", "p90"), ".0f", "min"),
+    Column("p50", _stat("latency", "p50"), ".0f", "min", screen=_whole),
+    Column("p90", _stat("latency", "p90"), ".0f", "min", screen=_never),
     Column("p99", _stat("latency", "p99"), ".0f", "min"),
-    Column("RTF p50", _stat("rtf", "p50", 1.0), ".3f", "min"),
-    Column("RTF p90", _stat("rtf", "p90", 1.0), ".3f", "min"),
-    Column("stalled %", lambda b, r: _pct(r.load.stalled_share), ".0f", "min", shown=_stream),
-    Column("err", lambda b, r: r.load.errors, "d", "min"),
+    Column("RTF p50", _stat("rtf", "p50", 1.0), ".3f", "min", screen=_never),
+    Column("RTF p90", _stat("rtf", "p90", 1.0), ".3f", "min", screen=_whole),
+    Column("streams stalled %", lambda b, r: _pct(r.load.stalled_share), ".0f", "min",
+           shown=_stream),
+    Column("failed", lambda b, r: r.load.errors, "d", "min"),
     Column("late", lambda b, r: r.load.late, "d", "min", shown=_open),
-    Column("lag p99", _stat("lag", "p99"), ".2f", "min", shown=_open),
-    Column("start s", lambda b, r: r.startup_s, ".1f", "min"),
+    Column("send lag p99", _stat("lag", "p99"), ".2f", "min", shown=_open, screen=_never),
+    Column("start s", lambda b, r: r.startup_s, ".1f", "min", screen=_never),
     Column("RSS MiB", lambda b, r: total_rss(r) / MIB if total_rss(r) else None, ".0f", "min"),
-    Column("ideal", lambda b, r: r.ideal_rps, ".2f"),
-    Column("ach/ ideal", lambda b, r: r.achieved_over_ideal, ".2f", "max"),
-    Column("× req/s", _vs("throughput"), ".2f", "max"),
-    Column("× p99", _vs("p99"), ".2f", "min"),
+    Column("bound req/s", _bound, "s"),
+    Column("of bound", lambda b, r: r.achieved_over_ideal, ".2f", screen=_never),
+    Column("× declared p99", _vs("p99"), ".2f", "min", screen=_never),
 )
 KEYS = 2  # placement and load start every block of the console table
 
 
-def columns(bench: Bench) -> tuple[Column, ...]:
-    return tuple(c for c in COLUMNS if c.shown(bench))
+def columns(bench: Bench, screen: bool = False) -> tuple[Column, ...]:
+    """The columns of this bench's results.md, or (`screen`) of its console table."""
+    return tuple(c for c in COLUMNS if c.shown(bench) and (not screen or c.screen(bench)))
 
 
 def _best(bench: Bench, runs: tuple[Run, ...], col: Column) -> set[str]:
@@ -165,9 +188,10 @@ def _cell(value: Value, fmt: str) -> str:
     return format(value, fmt)
 
 
-def _grid(bench: Bench) -> tuple[list[str], list[tuple[Run, list[tuple[str, bool]]]]]:
+def _grid(bench: Bench, screen: bool = False
+          ) -> tuple[list[str], list[tuple[Run, list[tuple[str, bool]]]]]:
     """Headers, and per run its cells as (text, is best at its load)."""
-    cols = columns(bench)
+    cols = columns(bench, screen)
     front = bench.pareto()
     rows = []
     for shape in bench.shapes:
@@ -184,47 +208,48 @@ def _grid(bench: Bench) -> tuple[list[str], list[tuple[Run, list[tuple[str, bool
     return [c.header for c in cols], rows
 
 
-def legend(bench: Bench) -> str:
+def run_facts(bench: Bench) -> str:
+    """What was measured: the load, how many requests, streamed or whole, the texts."""
     s = bench.settings
     amount = (f"{s['requests']} requests" if s.get("requests") else f"{s['duration_s']:g} s")
     if bench.open_loop:
-        load = (f"open-loop load: requests arrive on a seeded schedule ({describe(bench.shapes)})"
-                " whatever the server does; offered: the rate that schedule actually offered; "
-                f"late: requests sent {LATE_S * 1000:g} ms or more after they were due; lag "
-                "p99: how far behind its schedule the load generator sent (ms)")
+        load = f"open loop ({describe(bench.shapes)})"
     else:
-        load = ("closed-loop load: C concurrent clients, each sending its next request when "
-                "the last ended")
+        load = "closed loop (C clients, each sending its next request when its last ended)"
+    rounds = s.get("rounds") or 1
+    where = (f"after {s['warmup']} warm-up requests" if rounds == 1 else
+             f"in {rounds} interleaved rounds, each after {s['warmup']} warm-up requests")
     slo = bench.slo
-    goodput = ""
+    goal = ""
     if slo:
         parts = ([f"time to first audio ≤ {slo.ttfa_s * 1000:g} ms"] if slo.ttfa_s else []) + (
             [f"latency ≤ {slo.latency_s * 1000:g} ms"] if slo.latency_s else [])
-        goodput = f" goodput: requests/s that succeeded with {' and '.join(parts)}."
-    stream = (" TTFA: time to the first audio byte; stalled %: streamed requests whose "
-              "playback would have run dry at least once (the next bytes arrived after the "
-              "audio delivered before them had played out)." if bench.stream else "")
-    rounds = s.get("rounds") or 1
-    measured = (f"{amount} per placement and load after {s['warmup']} warm-up requests"
-                if rounds == 1 else
-                f"{amount} per placement and load in {rounds} interleaved rounds, each serving "
-                f"the placement afresh and warming it up with {s['warmup']} requests")
-    return (f"{load}; {measured}; "
-            f"{'streaming' if s['stream'] else 'whole responses'}; about "
-            f"{s['input_chars']} characters per request; seed {s['seed']}. Latencies in ms "
-            f"(send to last byte); RTF: real-time factor, generation time / audio duration "
-            f"(below 1 is faster than real time); audio s/s: seconds of audio per second."
-            f"{stream}{goodput} RSS: peak resident memory of all processes, supervisor "
-            f"included. {PARETO_MARK} = on the Pareto front (req/s, p99, processes) at that "
-            "load; best value per column and load in bold. × req/s, × p99: ratio to the "
-            "declared topology at the same load, measured in this run. ideal: req/s bound from "
-            "the stage profile (1 / busiest process's stage time per request); ach/ideal: "
-            "achieved req/s over it.")
+        goal = f"; goodput: requests/s that succeeded with {' and '.join(parts)}"
+    return (f"{load}; {amount} per row and load {where}; "
+            f"{'streamed' if s['stream'] else 'whole responses'}, about {s['input_chars']} "
+            f"characters each, seed {s['seed']}{goal}")
+
+
+def legend(bench: Bench) -> str:
+    """The short legend under the table; every column is explained in docs/bench.md."""
+    first = (" TTFA: to the first audio byte; streams stalled: whose playback ran dry."
+             if bench.stream else "")
+    return (f"Latencies in ms, send to last byte.{first} × declared: over the declared "
+            f"topology at the same load, this run. RSS: peak memory of all processes. Bound: the "
+            f"req/s the stage times allow ({OVER_BOUND}: measured above it, so it was wrong "
+            f"there). {PARETO_MARK}: Pareto front (req/s, p99, processes); bold: best at its load. "
+            "Every column: docs/bench.md.")
 
 
 def _two_lines(header: str) -> str:
-    head, sep, tail = header.rpartition(" ")
-    return f"{head}\n{tail}" if sep else header
+    """A header over two lines, split where its longer line is shortest (the later split on a
+    tie, so a unit goes below)."""
+    words = header.split(" ")
+    if len(words) < 2:
+        return header
+    k = min(range(1, len(words)), key=lambda k: (max(len(" ".join(words[:k])),
+                                                     len(" ".join(words[k:]))), -k))
+    return f"{' '.join(words[:k])}\n{' '.join(words[k:])}"
 
 
 def failures(bench: Bench) -> list[tuple[Run, str]]:
@@ -232,49 +257,10 @@ def failures(bench: Bench) -> list[tuple[Run, str]]:
     return [(r, r.load.error_messages(1)[0]) for r in bench.runs if r.failed_entirely]
 
 
-def observations(bench: Bench) -> list[str]:
-    """Things in the numbers a reader should not have to spot alone."""
-    out = []
-    over = [r for r in bench.runs if (r.achieved_over_ideal or 0) > 1.05]
-    if over:
-        names = ", ".join(f"{r.placement.name} at {r.shape.label}" for r in over)
-        out.append(f"achieved exceeds the ideal bound for {names}: the launcher runs each stage "
-                   "on its own thread, so stages sharing a process overlapped where their native "
-                   "code (whatever library the card's stages run) released the interpreter lock; "
-                   "the serial-process bound understates such a process")
-    spreads = [(apart, r) for r in bench.runs if (apart := spread(r)) is not None]
-    if spreads:
-        widest, run = max(spreads, key=lambda x: x[0])
-        out.append(f"{len(run.round_rps)} interleaved rounds per placement and load: one "
-                   f"placement's rounds measured up to {widest:.0%} apart ({run.placement.name} "
-                   f"at {run.shape.label}): so much did this machine's speed, or a short "
-                   "round, vary; merged, each placement's figures span the same stretch of time "
-                   "as every other's")
-    for r in bench.runs:
-        offered = r.load.offered_rps
-        if offered and r.load.ok and r.load.throughput_rps < 0.9 * offered:
-            out.append(f"{r.placement.name} at {r.shape.label}: served "
-                       f"{r.load.throughput_rps:.2f} of {offered:.2f} req/s offered: past "
-                       "saturation, so requests queued and latency grew with the load")
-    for r in bench.runs:
-        lag, load = r.load.lag, r.load
-        if lag is not None and (lag.p99 >= LAG_NOTE_S or load.not_sent):
-            out.append(f"{r.placement.name} at {r.shape.label}: the load generator ran behind "
-                       f"its schedule (lag p99 {lag.p99 * 1000:.2f} ms, max "
-                       f"{lag.max * 1000:.1f} ms; {load.late} late, {load.not_sent} not sent); "
-                       "the client shares the machine with the server")
-    for r in bench.runs:
-        if r.load.errors:
-            kinds = ", ".join(f"{n} {k}" for k, n in r.load.errors_by_kind().items())
-            out.append(f"{r.placement.name} at {r.shape.label}: {r.load.errors} failed "
-                       f"requests ({kinds}), e.g. {r.load.error_messages(1)[0]}")
-    return out
-
-
 def _block_table(bench: Bench, title: str | None, headers: list[str],
                  rows: list[tuple[Run, list[tuple[str, bool]]]], keep: list[int]) -> Table:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD,
-                  padding=(0, 0, 0, 1), pad_edge=False)
+                  padding=(0, 0, 0, 1), pad_edge=False, show_edge=False)
     for i in keep:
         h = headers[i]
         if h == "placement":
@@ -282,7 +268,7 @@ def _block_table(bench: Bench, title: str | None, headers: list[str],
             table.add_column(h, justify="left", overflow="fold", max_width=PLACEMENT_WIDTH)
         else:
             table.add_column(_two_lines(h), justify="left" if i < KEYS else "right",
-                             no_wrap=True, min_width=max(len(p) for p in h.split(" ")))
+                             no_wrap=True, min_width=max(map(len, _two_lines(h).split("\n"))))
     last = None
     for run, cells in rows:
         if last is not None and run.shape != last:
@@ -316,7 +302,7 @@ def console_tables(console: Console, bench: Bench) -> list[Table]:
     """The comparison as one table, or as several that each fit the console's width, every one
     starting with the placement and load columns; cells are never truncated. Columns are spread
     evenly over the blocks, so no block is left with a column or two."""
-    headers, rows = _grid(bench)
+    headers, rows = _grid(bench, screen=True)
     title = f"planner bench: {bench.title}"
     blocks = _pack(console, bench, headers, rows, console.width)
     lo, hi = console.width // (len(blocks) + 1), console.width
@@ -328,16 +314,24 @@ def console_tables(console: Console, bench: Bench) -> list[Table]:
             lo = mid + 1
     if len(blocks) > 1:
         blocks = _pack(console, bench, headers, rows, hi)
-    return [_block_table(bench, title if n == 0 else f"{title} (continued)", headers, rows,
+    return [_block_table(bench, None if n == 0 else f"{title} (continued)", headers, rows,
                          [*range(KEYS), *block]) for n, block in enumerate(blocks)]
 
 
 def render_table(console: Console, bench: Bench) -> None:
+    """The table, then the winner at each load, advice where a figure is bad, notes, and the
+    short legend."""
+    console.print(Text(f"planner bench: {bench.title}", style="bold")
+                  + Text(f": {run_facts(bench)}"))
     for table in console_tables(console, bench):
         console.print(table)
-    console.print(legend(bench), style="dim")
-    for note in (*bench.notes, *observations(bench)):
-        console.print(f"note: {note}", style="dim")
+    for w in winners(bench):
+        console.print(Text("winner ", style="bold") + Text(winner_line(bench, w)))
+    for line in advice(bench):
+        console.print(Text("advice ", style="bold yellow") + Text(line))
+    for note in notes(bench):
+        console.print(Text(f"note: {note}", style="dim"))
+    console.print(Text(legend(bench), style="dim"))
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#])")
@@ -382,7 +376,9 @@ def markdown(bench: Bench, charts: list[str]) -> str:
         + (f" — `{' '.join(p.flags)}`" if p.flags else "")
         for p in bench.placements)
     images = "\n".join(f"![{c}]({c})" for c in charts)
-    notes = "\n".join(f"- {md_escape(n)}" for n in (*bench.notes, *observations(bench)))
+    found = "\n".join(f"- {md_escape(n)}" for n in (
+        *(f"winner {winner_line(bench, w)}" for w in winners(bench)),
+        *(f"advice {a}" for a in advice(bench)), *notes(bench)))
     load_avg = machine.get("load_average")
     busy = (f"; load average at the start {load_avg[0]:.2f}" if load_avg else "")
     return f"""# planner bench: {md_escape(bench.title)}
@@ -398,11 +394,13 @@ Versions: Python {versions.get('python')}, torch {versions.get('torch')}, OR-Too
 
 ## Results
 
+{md_escape(run_facts(bench))}.
+
 {markdown_table(bench)}
 
-{legend(bench)}
+{md_escape(legend(bench))}
 
-{notes}
+{found}
 
 ## Stage profile
 

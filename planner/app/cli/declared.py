@@ -155,3 +155,15 @@ class Declared:
             elif FLAG in f.metadata:
                 words += f.metadata[FLAG].argv(value)
         return words
+
+    def given_argv(self) -> list[str]:
+        """Only the options that differ from their defaults, as a person types them: what a
+        command prints for its user to paste (`to_argv` spells every default out, for a record)."""
+        words: list[str] = []
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if NESTED in f.metadata:
+                words += value.given_argv()
+            elif FLAG in f.metadata and value != f.metadata[FLAG].empty:
+                words += f.metadata[FLAG].argv(value)
+        return words

@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import planner
 from planner.app.tune import rate as tune_rate
 from planner.app.tune.options import TuneOptions
+from planner.app.tune.pick import commands as pick_commands
+from planner.app.tune.pick import file_comment, pick_file, write_pick
 from planner.cpus import usable_cpu_ids
 from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
-from planner.tune.report import choice_dict, render_choice
+from planner.tune.answer import answer_dict, recommended
+from planner.tune.report import choice_dict
 from planner.tune.choose import choose, why
+from planner.tune.screen import render_answer
 from planner.tune.model import Workload
 from planner.tune.errors import TuneError
 from planner.tune.profile import BUSY_SHARE, Profile
@@ -88,10 +93,18 @@ def _profile(tune: TuneOptions, pipeline: planner.Pipeline, err: Console,
         raise TuneError(str(exc)) from None
     defaults = {"size": tune.stand_in_size} if tune.stand_in_size else {}
     t0 = time.perf_counter()
-    profile = measure(declared.plan, requests=tune.profile_requests, device=tune.device,
-                      factory_defaults=defaults, seed=tune.seed,
-                      progress=lambda m: err.print(f"tune: {m}"),
-                      served=calibration_plan(pipeline, declared.plan), stream=stream)
+    # On a terminal the steps replace each other on one line, so the answer keeps the screen;
+    # elsewhere (a log) each is a line.
+    with err.status("tune: profiling") if err.is_terminal else nullcontext() as status:
+        def progress(message: str) -> None:
+            if status is None:
+                err.print(f"tune: {message}")
+            else:
+                status.update(f"tune: {message}")
+
+        profile = measure(declared.plan, requests=tune.profile_requests, device=tune.device,
+                          factory_defaults=defaults, seed=tune.seed, progress=progress,
+                          served=calibration_plan(pipeline, declared.plan), stream=stream)
     output.mkdir(parents=True, exist_ok=True)
     profile.save(output / "profile.json")
     err.print(f"tune: profiled in {time.perf_counter() - t0:.1f} s -> {output / 'profile.json'}")
@@ -125,8 +138,8 @@ def run_tune(tune: TuneOptions, out: Console, err: Console) -> int:
                             variant=model.variant)
     output = Path(tune.output or f"tune-results/{pipeline.name}")
     if output.exists() and not output.is_dir():
-        raise TuneError(f"--output {output} is a file; give a directory (it gets profile.json "
-                        "and tune.json)")
+        raise TuneError(f"--output {output} is a file; give a directory (it gets profile.json, "
+                        "tune.json and the pick's pick.yaml)")
     rate_question = bool(tune_rate.targets(tune))
     tune_rate.check(tune, pipeline.name)
     profile = _profile(tune, pipeline, err, output).at_cpu_speed(tune.cpu_speed)
@@ -153,13 +166,18 @@ def run_tune(tune: TuneOptions, out: Console, err: Console) -> int:
         raise TuneError(f"{exc}; tune enumerates every placement, so it needs fewer movable "
                         "stages (fuse some with fused_stages)") from None
     reason = why(choice)
-    measured = None
-    judged = None
+    measured = judged = check = None
     if tune.verify and not rate_question:  # a rate question serves its own plans, below
         from planner.app.tune.verify import verify
-        from planner.tune.verify import verdict
 
         measured = verify(tune, choice, tune.verify, err)
+    elif not rate_question:
+        from planner.app.tune.settle import check_tie
+
+        check, measured = check_tie(tune, choice, not tune.profile, output, err)
+    if measured is not None:
+        from planner.tune.verify import verdict
+
         judged = verdict(choice, measured)
     result = choice_dict(choice, profile, reason, measured, judged)
     result["cpu_speed"] = tune.cpu_speed  # what the predictions take the CPUs' speed to be
@@ -171,17 +189,35 @@ def run_tune(tune: TuneOptions, out: Console, err: Console) -> int:
         if tune.verify:
             verified = tune_rate.verify(tune, answer, output, err)
             result["rate_question"]["verified"] = tune_rate.verified_dict(tune, verified)
+        pick = answer.pick.candidate if answer.pick is not None else None
+    else:
+        pick = recommended(choice, judged)
     try:
         output.mkdir(parents=True, exist_ok=True)
+        file = pick_file(output, tune, pick)
+        if answer is None:  # a tie left unsettled: the top that many served settle it
+            settle = None if check is None or check.served else check.rival + 1
+        else:  # the pick and the cheaper plan, served at the rate
+            settle = 1 if answer.met and not tune.verify else None
+        commands = pick_commands(tune, profile, pick, file, settle,
+                                 Path(tune.profile) if tune.profile else output / "profile.json")
+        write_pick(output, file, profile, pick, () if commands is None or pick is None else
+                   file_comment(tune, profile, pick, commands))
+        if answer is None:
+            result["answer"] = answer_dict(choice, commands, check, judged)
+        else:
+            result["rate_question"]["commands"] = tune_rate.commands_dict(commands)
         (output / "tune.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise TuneError(f"cannot write to --output {output}: {exc.strerror}") from None
     if tune.format == "json":
         print(json.dumps(result, indent=2))
     elif answer is not None:
-        tune_rate.render(out, answer, profile, tune, verified)
+        tune_rate.render(out, answer, profile, tune, verified, commands,
+                         str(output / "tune.json"))
     else:
-        render_choice(out, choice, profile, reason, measured, judged)
+        render_answer(out, choice, profile, commands, measured, judged, check, tune.show_all,
+                      str(output / "tune.json"))
     # Nothing meets the constraints: infeasible (1), as `planner solve` says of a request no
     # placement satisfies; bad input is 2.
     met = answer.met if answer is not None else choice.best is not None

@@ -62,10 +62,15 @@ class TuneOptions(Declared):
              "also give the best placements' busiest stages more threads and their processes "
              "more copies, within the machine's CPUs)"))
     verify: int | None = option(Flag(
-        "--verify", type=positive(int), metavar="K",
+        "--verify", type=positive(int), metavar="K", exclusive="verify",
         help="serve the top K and the declared topology under the same load (a rate question: "
              "its pick, the cheaper plan it names and K - 1 more finalists, open loop at the "
              "rate)"))
+    no_verify: bool = option(Flag(
+        "--no-verify", switch=True, exclusive="verify",
+        help="serve nothing beyond profiling: a tie is left for you to settle, with the command "
+             "that serves the pick against the plan tied with it (default: when tune profiled "
+             "this machine and it is quiet, a short served check settles a tie)"))
     requests: int | None = option(
         REQUESTS, exclusive=None,
         help="measured requests per placement and workload when verifying (default 96, as "
@@ -77,9 +82,14 @@ class TuneOptions(Declared):
              "(default 3: on a shared machine the speed drifts by more than the gaps --verify "
              "has to judge, and rounds spread the drift over every placement alike)")
     format: str = option(Flag("--format", choices=("table", "json"), default="table"))
+    show_all: bool = option(Flag(
+        "--all", switch=True,
+        help="list every plan ranked (default: the pick, the plans tied with it and the "
+             "declared topology; tune.json has every one)"))
     output: str | None = option(
         OUTPUT, short=None,
-        help="where profile.json and tune.json go (default tune-results/MODEL)")
+        help="where profile.json, tune.json and the pick's config (pick.yaml, the overlay "
+             "`planner serve MODEL --config FILE` takes) go (default tune-results/MODEL)")
     device: str = option(DEVICE, default="cpu")
     seed: int = option(SEED, help=None)
     stand_in_size: str | None = option(

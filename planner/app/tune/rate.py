@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.app.tune.options import TuneOptions
+from planner.tune.answer import Commands
 from planner.tune.choose import Choice
 from planner.tune.errors import TuneError
 from planner.tune.profile import Profile
@@ -96,13 +97,24 @@ def verified_dict(tune: TuneOptions, verdict: RateVerdict) -> dict[str, Any]:
     return as_dict(verdict, requests(tune))
 
 
-def render(console: Console, answer_: RateAnswer, profile: Profile, tune: TuneOptions,
-           verified: RateVerdict | None) -> None:
-    from planner.tune.rate_report import render_rate
+def commands_dict(commands: Commands | None) -> dict[str, Any] | None:
+    """What to run, as tune.json's `rate_question.commands` (None: no pick)."""
+    if commands is None:
+        return None
+    return {"serve": list(commands.serve), "serve_file": list(commands.serve_file) or None,
+            "file": commands.file, "check": list(commands.settle) or None}
 
-    render_rate(console, answer_, profile)
+
+def render(console: Console, answer_: RateAnswer, profile: Profile, tune: TuneOptions,
+           verified: RateVerdict | None, commands: Commands | None,
+           results: str = "tune.json") -> None:
+    """The answer, what serving measured (with --verify), then the commands."""
+    from planner.tune.rate_report import rate_commands, render_rate
+
+    render_rate(console, answer_, profile, tune.show_all, results)
     if verified is not None:
         from planner.app.tune.rate_verify import requests
         from planner.tune.rate_report import render_verified
 
         render_verified(console, verified, requests(tune))
+    rate_commands(console, answer_, profile, commands)

@@ -34,17 +34,18 @@ def to_serve(choice: Choice, k: int) -> list[int]:
 
 
 def bench_command(tune: TuneOptions, choice: Choice, picked: list[int],
-                  output: Path) -> list[str]:
-    """Bench serving the `picked` candidates (and the declared topology, its baseline) at every
-    workload asked, as many requests as a prediction is of (`planner bench`'s default), streamed
-    where the objective is first audio (measured of the kind predicted)."""
+                  output: Path, declared: bool = True) -> list[str]:
+    """Bench serving the `picked` candidates (and, with `declared`, the declared topology, its
+    baseline) at every workload asked, as many requests as a prediction is of (`planner
+    bench`'s default), streamed where the objective is first audio (measured of the kind
+    predicted)."""
     named = {name: choice.ranked[i].requests for i, name in _names(choice, picked).items()}
     loads = choice.workloads
     return command(bench_options(
         tune, tune.requests or DEFAULT_REQUESTS, output, placement=placements(named),
         concurrency=tuple(w.concurrency for w in loads if w.concurrency is not None),
         rate=tuple(w.rate for w in loads if w.concurrency is None),
-        stream=choice.objective == "ttfa"))
+        stream=choice.objective == "ttfa", without_declared=not declared))
 
 
 def _measured(run: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +56,8 @@ def _measured(run: dict[str, Any]) -> dict[str, Any]:
     return {"throughput_rps": load.get("throughput_rps"), "latency_p50_ms": ms(lat.get("p50")),
             "latency_p99_ms": ms(lat.get("p99")), "ttfa_p90_ms": ms(ttfa.get("p90")),
             "errors": load.get("errors", 0),
+            # each interleaved round's, in order: a lead one round contradicts is not taken
+            "round_throughput_rps": run.get("round_throughput_rps"),
             # how disturbed the measurement was: a judge can set apart the runs the host slowed
             "cpu_stolen_of_running": load.get("cpu_stolen_of_running")}
 
@@ -71,9 +74,11 @@ def read_results(path: Path, choice: Choice, picked: list[int]) -> Measured:
                 else {"throughput_rps": None} for w in choice.workloads]
 
     ranked = {i: rows(name) for i, name in _names(choice, picked).items()}
-    # The bench always runs the declared topology, also when tune left it out of the ranking:
-    # what it served is reported either way.
-    baseline = rows(data.get("baseline") or "declared")
+    if data.get("baseline") is None:  # served without it (--without-declared)
+        return Measured(ranked)
+    # The bench runs the declared topology as its baseline, also when tune left it out of the
+    # ranking: what it served is reported either way.
+    baseline = rows(data["baseline"])
     declared = next((i for i, c in enumerate(choice.ranked) if not c.requests), None)
     if declared is not None:
         return Measured({**ranked, declared: baseline})
@@ -81,7 +86,18 @@ def read_results(path: Path, choice: Choice, picked: list[int]) -> Measured:
 
 
 def verify(tune: TuneOptions, choice: Choice, k: int, err: Console) -> Measured:
+    """--verify K: the top K and the declared topology."""
     picked = to_serve(choice, k)
     output = Path(tune.output or f"tune-results/{choice.declared.plan.model}") / "verify"
     return read_results(run_bench(bench_command(tune, choice, picked, output), output, err),
                         choice, picked)
+
+
+def serve_two(tune: TuneOptions, choice: Choice, pair: tuple[int, int], output: Path,
+              err: Console) -> Measured:
+    """Serve the ranked plans `pair` alone (the declared topology only if it is one of them),
+    into `output`."""
+    picked = [i for i in pair if choice.ranked[i].requests]
+    declared = len(picked) < len(pair)
+    return read_results(run_bench(bench_command(tune, choice, picked, output, declared),
+                                  output, err), choice, picked)

@@ -1,6 +1,7 @@
-"""What a first-time user reads from `planner tune`: the same profile gives the same ranking, a tie
-is said as a tie next to the numbers, columns say what they are, flags are never broken across
-lines, `why` names what it speaks of, and an SLO nothing meets names the load that broke it."""
+"""What a first-time user reads from `planner tune`'s full ranking (`--all`): the same profile gives
+the same ranking, a tie is said as a tie next to the numbers, columns say what they are, flags are
+never broken across lines, `why` names what it speaks of, and an SLO nothing meets names the load
+that broke it. The one-screen answer itself: test_answer.py."""
 
 import io
 import json
@@ -10,7 +11,7 @@ import sys
 
 from rich.console import Console
 
-from planner.tune.report import render_choice
+from planner.tune.screen import render_answer
 from planner.tune.choose import TIE, choose, score, tie_note, why
 from planner.tune.model import Workload
 from planner.tune.verify import Measured
@@ -29,7 +30,7 @@ def four():
 
 def rendered(choice, prof, width=200, measured=None):
     buf = io.StringIO()
-    render_choice(Console(file=buf, width=width), choice, prof, why(choice), measured)
+    render_answer(Console(file=buf, width=width), choice, prof, measured=measured, every=True)
     return buf.getvalue()
 
 
@@ -55,7 +56,8 @@ def test_a_lower_prediction_is_ranked_above_a_higher_one_only_with_its_reason_be
     assert f"({TIE:.0%})" in out and "tie with #" in out
     # with several loads the rows are ordered by their geometric mean, which the table shows
     two = choose(pl, prof, (Workload(concurrency=1), Workload(concurrency=4)))
-    assert "geomean" in rendered(two, prof) and "geometric mean over the loads" in rendered(two, prof)
+    assert "geomean" in rendered(two, prof) and "geometric mean of req/s over the loads" in " ".join(
+        rendered(two, prof).split())
 
 
 def test_a_tie_is_said_as_a_tie_with_how_it_was_picked_and_verify_to_settle_it():
@@ -89,7 +91,7 @@ def test_measured_columns_say_prediction_error_not_err():
     choice = choose(pl, prof, (Workload(concurrency=4),))
     got = choice.ranked[0].predicted[0].throughput_rps / 1.1
     out = rendered(choice, prof, measured=Measured({0: [{"throughput_rps": got}]}))
-    assert "pred." in out and "error" in out and "+10%" in out
+    assert "pred." in out and "error" in out and "+10%" in out and "served" in out
     assert not re.search(r"\berr\b", out)
 
 
@@ -141,8 +143,8 @@ def test_written_to_a_file_every_number_is_whole_however_many_columns():
     measured = Measured({i: [{"throughput_rps": 123.456 + i, "latency_p50_ms": 10.0}] * 3
                          for i in range(len(choice.ranked))})
     buf = io.StringIO()
-    render_choice(Console(file=buf, width=120, soft_wrap=True), choice, prof, why(choice),
-                  measured)
+    render_answer(Console(file=buf, width=120, soft_wrap=True), choice, prof, measured=measured,
+                  every=True)
     out = buf.getvalue()
     assert max(len(line) for line in out.splitlines()) > 120
     assert "…" not in out

@@ -112,10 +112,14 @@ def test_the_command_prints_the_pick_the_cheaper_miss_and_how_to_serve_it(profil
     out = run_planner("tune", "qwen3-tts", "--profile", profile_file, "--rate", "12",
                       "--ttfa-p99-ms", "80", "--output", str(tmp_path / "o"))
     assert out.returncode == 0, out.stderr
-    assert "the cheapest plan predicted to meet TTFA p99 <= 80 ms" in out.stdout
-    assert "pick: `" in out.stdout and "(2 CPUs, 1 GPU): meets" in out.stdout
-    assert "cheaper: `declared` (1 CPU, 1 GPU): misses TTFA p99 80 ms by" in out.stdout
-    assert "run it: planner serve qwen3-tts --" in out.stdout
+    text = " ".join(out.stdout.split())
+    assert "qwen3-tts at 12 req/s (open loop, Poisson arrivals), TTFA p99 <= 80 ms: run --" in text
+    assert "(2 CPUs, 1 GPU)" in text and "it meets at the high end of its band" in text
+    assert "the cheaper `declared` (1 CPU, 1 GPU): misses TTFA p99 80 ms by" in text
+    assert "check it served (the pick and the cheaper plan, at the rate): planner tune" in text
+    lines = out.stdout.splitlines()
+    assert lines[-3].strip() == "planner serve qwen3-tts --isolate-stage vocoder"
+    assert lines[-1].strip().startswith("planner serve qwen3-tts --config ")
 
 
 def test_the_commands_json_makes_the_pick_what_to_run(profile_file, tmp_path):

@@ -5,7 +5,9 @@ import io
 
 from rich.console import Console
 
-from planner.tune.report import choice_dict, render_choice
+from planner.tune.answer import Commands
+from planner.tune.report import choice_dict
+from planner.tune.screen import render_answer
 from planner.tune.choose import TIE, choose
 from planner.tune.model import Workload
 from planner.tune.verify import Measured, verdict
@@ -26,8 +28,14 @@ def served(rps, p50=100.0, errors=0):
 
 
 def rendered(choice, prof, measured, judged):
+    from planner.flags import flags
+    from planner.tune.answer import recommended
+
+    run = recommended(choice, judged)
+    words = [w for f in flags(run.requests) for w in f.split(" ", 1)]
     buf = io.StringIO()
-    render_choice(Console(file=buf, width=200), choice, prof, "why", measured, judged)
+    render_answer(Console(file=buf, width=200), choice, prof, Commands(("serve", "m", *words)),
+                  measured, judged)
     return buf.getvalue()
 
 
@@ -45,7 +53,8 @@ def test_a_lead_within_a_tie_keeps_the_pick():
     v = verdict(choice, measured)
     assert v.best == 1 and not v.overturned
     out = rendered(choice, prof, measured, v)
-    assert "within a tie: keep the pick" in out and "run it: --isolate-stage b" in out
+    assert "within a tie: keep the pick" in out
+    assert out.rstrip().endswith("planner serve m --isolate-stage b")
 
 
 def test_a_clear_measured_winner_is_what_tune_recommends():
@@ -55,7 +64,8 @@ def test_a_clear_measured_winner_is_what_tune_recommends():
     assert v.best == 1 and v.overturned and abs(v.gain - 1.3) < 1e-9
     out = rendered(choice, prof, measured, v)
     assert "declared measured x1.30 better by throughput than the predicted pick" in out
-    assert "keep the declared topology" in out and "run it:" not in out
+    assert "loop): run declared" in out and "the declared topology: no flag" in out
+    assert out.rstrip().endswith("planner serve m")
     data = choice_dict(choice, prof, "why", measured, v)
     assert data["best"] == 0  # candidates stay ranked by prediction
     assert data["verified"] == {"best": 1, "gain": 1.3, "overturned": True}
@@ -91,3 +101,18 @@ def test_a_pick_served_alone_is_not_said_to_have_beaten_anything():
     out = rendered(choice, prof, Measured({0: served(100.0)}), v)
     assert "only declared was served, so nothing was compared" in out
     assert "measured best" not in out
+
+
+def test_a_lead_that_a_round_contradicts_keeps_the_pick():
+    choice, prof = a_choice()
+
+    def rounds(rps, *each):
+        return [{**served(rps)[0], "round_throughput_rps": list(each)}]
+
+    # merged 30% ahead, but the pick served more in the second round: the machine's drift
+    split = Measured({0: rounds(100.0, 90.0, 110.0), 1: rounds(130.0, 150.0, 105.0)})
+    v = verdict(choice, split)
+    assert v.best == 1 and not v.overturned
+    assert "but a round measured the pick ahead" in rendered(choice, prof, split, v)
+    agreed = Measured({0: rounds(100.0, 90.0, 110.0), 1: rounds(130.0, 120.0, 140.0)})
+    assert verdict(choice, agreed).overturned

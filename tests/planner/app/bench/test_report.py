@@ -53,10 +53,10 @@ def test_console_table_fits_the_width_and_never_cuts_a_number(width):
     out = io.StringIO()
     R.render_table(Console(file=out, width=width, color_system=None), bench)
     text = out.getvalue()
-    tables = text.split(R.legend(bench)[:40])[0]
+    tables = text.split("\nwinner ")[0]
     assert "…" not in tables
     assert all(len(line) <= width for line in tables.splitlines())
-    headers, rows = R._grid(bench)
+    headers, rows = R._grid(bench, screen=True)
     for _, cells in rows:
         for (cell, _best), header in zip(cells, headers):
             if header != "placement":
@@ -74,18 +74,38 @@ def test_a_wide_console_gets_one_table():
 def test_columns_follow_the_load():
     closed = [c.header for c in R.columns(S.closed(stream=False))]
     assert "TTFA p50" not in closed and "late" not in closed and "goodput req/s" not in closed
-    assert {"RTF p50", "RTF p90", "p50", "p90", "p99", "err"} <= set(closed)
+    assert {"RTF p50", "RTF p90", "p50", "p90", "p99", "failed"} <= set(closed)
     sweep = [c.header for c in R.columns(S.sweep(slo=Slo(latency_s=0.5)))]
-    assert {"TTFA p50", "TTFA p90", "TTFA p99", "stalled %", "late", "lag p99",
+    assert {"TTFA p50", "TTFA p90", "TTFA p99", "streams stalled %", "late", "send lag p99",
             "offered req/s", "goodput req/s"} <= set(sweep)
 
 
-def test_observations_name_saturation_lag_and_error_kinds():
-    bench = S.sweep()
-    notes = R.observations(bench)
-    assert any("at 8/s: served 4.00 of 8.00 req/s offered: past saturation" in n for n in notes)
-    failed = R.observations(S.all_failed())
-    assert any("4 failed requests (4 http-500)" in n for n in failed)
+def test_the_screen_keeps_what_a_comparison_is_read_by_and_results_md_every_figure():
+    for bench in (S.closed(stream=False), S.closed(), S.sweep(slo=Slo(latency_s=0.5))):
+        screen = [c.header for c in R.columns(bench, screen=True)]
+        every = [c.header for c in R.columns(bench)]
+        assert set(screen) < set(every)
+        assert {"req/s", "× declared req/s", "p99", "failed", "bound req/s"} <= set(screen)
+        assert not {"ideal", "ach/ ideal", "err"} & set(every)  # named for what they are
+        md = R.markdown_table(bench).splitlines()[0]
+        assert all(R.md_escape(h) in md for h in every)
+    # one table at 100 columns for a closed loop, streamed or not
+    for bench in (S.closed(stream=False, levels=(1, 4)), S.closed(levels=(1, 4))):
+        assert len(R.console_tables(Console(file=io.StringIO(), width=100), bench)) == 1
+
+
+def test_a_bound_measured_past_is_marked_and_said_to_be_wrong_there():
+    bench = S.closed((S.DECLARED, S.SPLIT), ideal=3.0)  # both measured 4 req/s
+    out = io.StringIO()
+    R.render_table(Console(file=out, width=200, color_system=None), bench)
+    text = out.getvalue()
+    assert "3.00*" in text
+    assert "* measured above its stage bound: `declared` at C=1 (4.00 > 3.00)" in text
+    assert "so the bound was wrong there" in text
+    below = S.closed((S.DECLARED, S.SPLIT), ideal=9.0)
+    out = io.StringIO()
+    R.render_table(Console(file=out, width=200, color_system=None), below)
+    assert "9.00*" not in out.getvalue() and "above its stage bound" not in out.getvalue()
 
 
 # -- results.json --------------------------------------------------------------------------------
@@ -127,10 +147,11 @@ CHART_OF = {
     "goodput req/s": "throughput.png", "audio s/s": "audio_rate.png",
     "TTFA p50": "ttfa.png", "TTFA p90": "ttfa.png", "TTFA p99": "ttfa.png",
     "p50": "latency.png", "p90": "latency.png", "p99": "latency.png",
-    "RTF p50": "rtf.png", "RTF p90": "rtf.png", "stalled %": "stalls.png",
-    "err": "errors.png", "late": "errors.png", "lag p99": "schedule_lag.png",
-    "start s": "startup.png", "RSS MiB": "memory.png", "ideal": "throughput.png",
-    "ach/ ideal": "throughput.png", "× req/s": "vs_declared.png", "× p99": "vs_declared.png",
+    "RTF p50": "rtf.png", "RTF p90": "rtf.png", "streams stalled %": "stalls.png",
+    "failed": "errors.png", "late": "errors.png", "send lag p99": "schedule_lag.png",
+    "start s": "startup.png", "RSS MiB": "memory.png", "bound req/s": "throughput.png",
+    "of bound": "throughput.png", "× declared req/s": "vs_declared.png",
+    "× declared p99": "vs_declared.png",
 }
 
 

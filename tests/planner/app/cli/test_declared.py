@@ -57,6 +57,14 @@ def test_every_option_parses_into_its_field_and_writes_back_the_same(command, na
     assert field not in (None, (), False) and field != flag.default
     assert options.from_args(parse(command, given.to_argv())) == given
     assert options.flag(name) == flag.name
+    # as a person types it: only what differs from the defaults, and it parses back the same
+    assert options.from_args(parse(command, given.given_argv())) == given
+    assert flag.name in given.given_argv()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_given_argv_of_the_defaults_is_empty(command):
+    assert COMMANDS[command].from_args(parse(command, [])).given_argv() == []
 
 
 @pytest.mark.parametrize("command", COMMANDS)
