@@ -15,7 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from benchmarks.intervals import log_ratio_interval
+from planner.stats import log_ratio_interval
 
 @dataclass(frozen=True)
 class Summary:

@@ -11,8 +11,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.intervals import log_ratio_interval
-from planner.stats import percentile
+from planner.stats import log_ratio_interval, percentile
 
 WITHIN = 0.05  # a pick this close to the best measured counts as a hit (the bar)
 

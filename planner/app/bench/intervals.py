@@ -11,11 +11,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# Student's t at 0.95 (a two-sided 90% interval) by degrees of freedom; between two entries the
-# lower one's, the wider interval.
-T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860,
-       9: 1.833, 10: 1.812, 12: 1.782, 15: 1.753, 20: 1.725, 30: 1.697}
-
+from planner.stats import log_ratio_interval
 
 @dataclass(frozen=True)
 class PairedRatio:
@@ -44,10 +40,4 @@ def paired_ratio(ours: Sequence[float], theirs: Sequence[float]) -> PairedRatio 
     logs = [math.log(a / b) for a, b in zip(ours, theirs) if a > 0 and b > 0]
     if not logs:
         return None
-    mid = statistics.fmean(logs)
-    interval = None
-    if len(logs) >= 2:
-        t = T95[max(df for df in T95 if df <= len(logs) - 1)]
-        half = t * statistics.stdev(logs) / math.sqrt(len(logs))
-        interval = (math.exp(mid - half), math.exp(mid + half))
-    return PairedRatio(math.exp(mid), interval, len(logs))
+    return PairedRatio(math.exp(statistics.fmean(logs)), log_ratio_interval(logs), len(logs))
