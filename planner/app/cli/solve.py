@@ -11,11 +11,7 @@ from planner.app.cli.options import (
     ModelChoice, PlacementFlags, Scale, add_model_args, add_placement_args, add_scale_args,
 )
 from planner.errors import ConfigError
-from planner.render.engines import ENGINE_FORMATS
-
-# Ray Serve's file carries what its application re-solves (the request as given), so it is
-# written from the command's options rather than from the plan alone.
-FILE_FORMATS = (*ENGINE_FORMATS, "ray-serve")
+from planner.app.cli.engine_file import FILE_FORMATS
 
 
 def add_parser(sub) -> None:
@@ -92,31 +88,24 @@ def run(args: argparse.Namespace) -> int:
 def _engine_file(args: argparse.Namespace, result) -> int:
     """The plan in an engine's config language, on stdout or in --output; an infeasible or
     invalid request prints its diagnostics on stderr and writes nothing."""
-    from planner.render.engines import write_plan
+    from planner.app.cli.engine_file import engine_file, notes, save
     from planner.render.text import render_result
 
     err = console(stderr=True)
     if not result.ok:
         render_result(err, result)
         return result.exit_code
-    if args.format == "ray-serve":
-        from planner.app.cli.solve_ray_serve import ray_serve_text
-
-        written = ray_serve_text(args, result)
-        if isinstance(written, str):
-            return error(written)
-    else:
-        written = write_plan(result.plan, args.format, packing=result.packing)
+    written = engine_file(args.format, ModelChoice.from_args(args),
+                          PlacementFlags.from_args(args).requests(), result)
+    if isinstance(written, str):
+        return error(written)
     if args.output:
-        try:
-            Path(args.output).write_text(written.text, encoding="utf-8")
-        except OSError as exc:
-            return error(f"--output {args.output}: cannot write it ({exc.strerror or exc}); give "
-                         "a file in a directory you can write to.")
+        if (problem := save(written, Path(args.output))) is not None:
+            return error(f"--output {problem}")
     else:
         print(written.text, end="")
-    for fact in written.unsaid:
-        err.print(f"note: {args.format} cannot express: {fact}", markup=False, highlight=False)
+    for line in notes(written):
+        err.print(line, markup=False, highlight=False)
     if args.output:
         err.print(f"wrote {args.output}", markup=False, highlight=False)
     return result.exit_code

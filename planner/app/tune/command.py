@@ -13,7 +13,8 @@ import planner
 from planner.app.tune import rate as tune_rate
 from planner.app.tune.options import TuneOptions
 from planner.app.tune.pick import commands as pick_commands
-from planner.app.tune.pick import file_comment, pick_file, write_pick
+from planner.app.cli.engine_file import FILE_FORMATS
+from planner.app.tune.pick import file_comment, pick_file, write_engine_file, write_pick
 from planner.cpus import usable_cpu_ids
 from planner.plan import EXIT_INFEASIBLE, EXIT_OK, Plan
 from planner.tune.answer import answer_dict, recommended
@@ -210,14 +211,18 @@ def run_tune(tune: TuneOptions, out: Console, err: Console) -> int:
         (output / "tune.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise TuneError(f"cannot write to --output {output}: {exc.strerror}") from None
+    engine = tune.format in FILE_FORMATS
+    screen = err if engine else out  # stdout is the engine's file then
     if tune.format == "json":
         print(json.dumps(result, indent=2))
     elif answer is not None:
-        tune_rate.render(out, answer, profile, tune, verified, commands,
+        tune_rate.render(screen, answer, profile, tune, verified, commands,
                          str(output / "tune.json"))
     else:
-        render_answer(out, choice, profile, commands, measured, judged, check, tune.show_all,
+        render_answer(screen, choice, profile, commands, measured, judged, check, tune.show_all,
                       str(output / "tune.json"))
+    if engine and pick is not None:
+        write_engine_file(tune, pipeline, pick, output, err)
     # Nothing meets the constraints: infeasible (1), as `planner solve` says of a request no
     # placement satisfies; bad input is 2.
     met = answer.met if answer is not None else choice.best is not None

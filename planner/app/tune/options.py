@@ -11,6 +11,7 @@ from planner.app.bench.options import (
     CONCURRENCY, DEVICE, OUTPUT, RATE, REQUESTS, ROUNDS, SEED, SLO_P99_MS, STAND_IN_SIZE,
 )
 from planner.app.cli.declared import Declared, Flag, option, options
+from planner.app.cli.engine_file import FILE_FORMATS
 from planner.app.cli.options import ModelChoice, positive
 from planner.limits import MAX_MS
 
@@ -81,7 +82,11 @@ class TuneOptions(Declared):
         help="with --verify: measure in N interleaved rounds, as planner bench --rounds "
              "(default 3: on a shared machine the speed drifts by more than the gaps --verify "
              "has to judge, and rounds spread the drift over every placement alike)")
-    format: str = option(Flag("--format", choices=("table", "json"), default="table"))
+    format: str = option(Flag(
+        "--format", choices=("table", "json", *FILE_FORMATS), default="table",
+        help="table (default), json, or the pick as the config file an engine takes: "
+             "sglang-omni, vllm-omni, ray-serve (on stdout and beside tune.json; the answer then "
+             "goes to stderr, with what the file cannot express)"))
     show_all: bool = option(Flag(
         "--all", switch=True,
         help="list every plan ranked (default: the pick, the plans tied with it and the "

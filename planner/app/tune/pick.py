@@ -2,8 +2,9 @@
 --config FILE` takes (`pick.yaml`, beside tune.json), and the command lines that serve it, by its
 flags and by that file, and that settle a tie (`planner.tune.answer.Commands`).
 
-The file is the planner's own overlay on the card (`planner.tune.report.overlay_yaml`); an
-engine's config format would be written here too, beside it, from the same pick."""
+The file is the planner's own overlay on the card (`planner.tune.report.overlay_yaml`); with
+`--format sglang-omni|vllm-omni|ray-serve` the pick is also written as that engine's file
+(`pick.FORMAT.yaml` beside it, and on stdout), by the writers `planner solve --format` uses."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from planner.app.cli.engine_file import engine_file, notes, save
 from planner.app.cli.options import ModelChoice
 from planner.app.tune.options import TuneOptions
 from planner.flags import flags
@@ -94,3 +96,24 @@ def commands(tune: TuneOptions, profile: Profile, pick: Candidate | None, file: 
                                     verify=settle_top, no_verify=False, show_all=False)
         settle = ("tune", *words, *asked.given_argv())
     return Commands(serve, serve_file, None if file is None else str(file), settle)
+
+
+def write_engine_file(tune: TuneOptions, pipeline, pick: Candidate, output: Path,
+                      err) -> None:
+    """The pick in the engine's language `tune.format`: solved again from its requests as
+    `planner solve --format` would (so the two commands write the same file for one plan), on
+    stdout and in `output`/pick.FORMAT.yaml, with what it cannot express on `err`."""
+    from planner.api import solve_pipeline
+
+    result = solve_pipeline(pipeline, requests=pick.requests)
+    written = engine_file(tune.format, tune.model, pick.requests, result)
+    if isinstance(written, str):
+        raise TuneError(written)
+    path = output / f"pick.{tune.format}.yaml"
+    if (problem := save(written, path)) is not None:
+        raise TuneError(problem)
+    print(written.text, end="")
+    for line in notes(written):
+        err.print(line, markup=False, highlight=False)
+    err.print(f"tune: the pick ({pick.name}) as {tune.format}'s config: {path}", markup=False,
+              highlight=False)
