@@ -25,15 +25,16 @@ def gone(pid: int) -> bool:
         os.close(fd)
 
 
-def interrupt(proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
-    """Stop a server as Ctrl-C would (it drains and stops its workers); kill it if it has not
-    ended within `timeout_s`."""
-    proc.send_signal(signal.SIGINT)
+def interrupt(proc: subprocess.Popen, timeout_s: float = 60.0,
+              sig: signal.Signals = signal.SIGINT) -> int:
+    """Stop a server as Ctrl-C would (SIGINT; SIGTERM as an operator's `kill` would: it drains
+    and stops its workers); kill it if it has not ended within `timeout_s`. Its exit status."""
+    proc.send_signal(sig)
     try:
-        proc.wait(timeout=timeout_s)
+        return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait()
+        return proc.wait()
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from launcher.control.metric_names import REQUESTS, REQUESTS_IN_FLIGHT, total
 
 from tests.launcher import plans
 from tests.launcher.conftest import DEVICE, TINY, pid_alive
+from tests.processes import interrupt
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -145,12 +146,7 @@ def _start_server(*args: str) -> tuple[subprocess.Popen, str]:
 def stop_server(proc: subprocess.Popen, within: float = 60) -> None:
     """Stop a served subprocess as an operator does (SIGTERM: drain, then stop); kill it if it
     has not exited `within` seconds later."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(within)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    interrupt(proc, within, signal.SIGTERM)
 
 
 def _all_exit(pids, within: float) -> bool:

@@ -15,13 +15,14 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tests.processes import interrupt
 
 ROOT = Path(__file__).resolve().parents[3]
 TEXT = "A parcel arrived this morning, wrapped in brown paper and tied with string."
@@ -94,12 +95,7 @@ def main(out: Path, flags: list[str]) -> dict:
             (out / name).write_bytes(body)
             report[name] = {"status": status, "rate": headers.get("x-sample-rate")}
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            report["server_exit"] = proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            report["server_exit"] = proc.wait()
+        report["server_exit"] = interrupt(proc)
         report["server_output"] = proc.stdout.read()[-4000:]
     report["hibari_home"] = sorted(os.listdir(os.environ["HIBARI_HOME"]))
     return report

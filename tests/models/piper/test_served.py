@@ -9,7 +9,6 @@ import io
 import os
 from pathlib import Path
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from planner.placements import feasible_placements
 from tests.models import needs
 from tests.models.asr import transcribe_wav, wer
 from tests.models.piper.sentences import SENTENCES, WER_LIMIT
+from tests.processes import interrupt
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2
@@ -114,12 +114,7 @@ def _serve(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    interrupt(proc)
 
 
 @needs.asr

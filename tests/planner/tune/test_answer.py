@@ -23,6 +23,7 @@ from planner.tune.answer import SHOWN_TIES, how_sure, reasons, rival, shown
 from planner.tune.choose import TIE, choose, tied
 from planner.tune.model import Workload
 from tests.planner.tune.test_model import chain, profile
+from tests.processes import interrupt
 
 DATA = Path(__file__).parent / "data"
 # Saved by `planner tune piper-joe` on a 2-vCPU machine: whole responses (a throughput
@@ -212,7 +213,6 @@ def test_the_rate_answer_fits_one_screen_and_ends_with_the_command(tmp_path, mon
 def test_the_printed_serve_line_serves_the_pick(tmp_path, qwen3_profile):
     import os
     import re
-    import signal
     import time
 
     import httpx
@@ -248,12 +248,7 @@ def test_the_printed_serve_line_serves_the_pick(tmp_path, qwen3_profile):
                        json={"input": "The pick, served as printed."}, timeout=120)
         assert r.status_code == 200 and len(r.content) > 0
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        interrupt(proc)
 
 
 def _choices():
