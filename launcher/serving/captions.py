@@ -100,7 +100,8 @@ def endpoint(deployment: DeploymentFacade, catalog: Catalog, *, max_input_chars:
                 return failed(exc, deployment)
             body = await encode.whole(audio, fmt)
             return JSONResponse({"audio": base64.b64encode(body).decode("ascii"),
-                                 "audio_format": media, "timestamps": timestamps_json(words)},
+                                 "audio_format": media,
+                                 "timestamps": timestamps_json(words if asked else ())},
                                 headers=headers)
 
         pieces = handle.captioned(request_timeout)
@@ -116,6 +117,7 @@ def endpoint(deployment: DeploymentFacade, catalog: Catalog, *, max_input_chars:
                 piece = first
                 while piece is not None:
                     samples, words = piece
+                    words = words if asked else ()
                     audio = head + pcm16(samples)
                     if audio or words:
                         yield _line(audio, media, words)

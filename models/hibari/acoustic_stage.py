@@ -35,12 +35,13 @@ def noise_seed(ids: np.ndarray, seed: int) -> int:
 
 class Acoustic:
     def __init__(self, graph: bytes, *, seed: int, device: str, fraction: float | None,
-                 threads: int) -> None:
+                 threads: int, separators: frozenset[int] = frozenset()) -> None:
         from models.onnx_tools.sessions import session
 
         self.session = session(graph, device, fraction, threads)
         self.outputs = [o.name for o in self.session.get_outputs()]
         self.seed = seed
+        self.separators = separators  # the ids between words (the space): a word's onset
 
     def frames(self, ids: np.ndarray, speed: float = 1.0) -> dict[str, np.ndarray]:
         """One sentence's `spectra` float32 [5, 601, F] (lh, theta, ln, lr, phi), `f0` [F] and
@@ -59,7 +60,8 @@ class Acoustic:
             piece = {**self.frames(ids, speed), "noise_seed": noise_seed(ids, self.seed),
                      **request.CONSUMED}
             if spoken is not None:
-                piece[WORDS] = request.timed(spoken, piece["durations"], SECONDS_PER_FRAME)
+                piece[WORDS] = request.timed(spoken, ids, piece["durations"], SECONDS_PER_FRAME,
+                                             self.separators)
             yield piece
         if not said:  # nothing to say (only punctuation): one empty piece ends the request
             yield {"spectra": np.zeros((len(FRAME_PARTS), BINS, 0), np.float32),

@@ -84,6 +84,8 @@ class Acoustic:
         self.flow = session(V.cut(voice, "flow"), device, fraction, threads)
         self.seed = seed
         self.seconds_per_frame = V.HOP / voice.sample_rate
+        # between words: the space, and the blank piper puts after every symbol
+        self.separators = frozenset(i for s in (V.PAD, V.SPACE) for i in voice.phoneme_ids[s])
         self.noise_scale, self.length_scale, self.noise_w = noise_scale, length_scale, noise_w
         self.context_frames = context_frames
 
@@ -126,7 +128,8 @@ class Acoustic:
                 part = np.ascontiguousarray(z[:, start - left:end + right])
                 piece = {"z": part, "z_left": left, "z_right": right, **drop}
                 if spoken is not None and start == 0:  # the sentence's words, on its first piece
-                    piece[WORDS] = request.timed(spoken, durations, self.seconds_per_frame)
+                    piece[WORDS] = request.timed(spoken, ids, durations,
+                                                 self.seconds_per_frame, self.separators)
                 yield piece
                 index += 1
         if index == 0:  # nothing to say (only punctuation): one empty chunk ends the request

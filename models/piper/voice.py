@@ -30,6 +30,7 @@ from models.onnx_tools.conv_layout import convs_as_2d
 from models.onnx_tools.graph_cache import cache_dir, cached, file_sha256
 
 HOP = 256  # samples per frame of z
+PAD, SPACE = "_", " "  # the blank after every symbol, and the space between words
 CHANNELS = 192  # z channels
 DP_NOISE = "/dp/RandomNormalLike_output_0"  # [1, 2, ids] duration-predictor noise
 PRIOR_NOISE = "/RandomNormalLike_output_0"  # [1, 192, frames] prior noise
