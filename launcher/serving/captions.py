@@ -38,7 +38,7 @@ from launcher.errors import RequestFailed
 from launcher.facade import DeploymentFacade
 from launcher.serving import encode
 from launcher.serving.catalog import Catalog
-from launcher.serving.disconnects import StreamAborted, unless_gone
+from launcher.serving.disconnects import first_of, streamed, unless_gone
 from launcher.serving.speech_body import MEDIA_TYPES, BadRequest, error, failed, parse
 from launcher.words import TIMESTAMPS, WordTiming
 
@@ -106,30 +106,21 @@ def endpoint(deployment: DeploymentFacade, catalog: Catalog, *, max_input_chars:
 
         pieces = handle.captioned(request_timeout)
         try:
-            # Wait for the first piece here, so that a failure still gets a status code.
-            first = await unless_gone(request, handle, run_in_threadpool(next, pieces, None))
+            first = await first_of(request, handle, pieces)
         except RequestFailed as exc:
             return failed(exc, deployment)
+        head = [wav_header(plan.sample_rate, None)] if fmt == "wav" else []
 
-        async def lines():
-            head = wav_header(plan.sample_rate, None) if fmt == "wav" else b""
-            try:
-                piece = first
-                while piece is not None:
-                    samples, words = piece
-                    words = words if asked else ()
-                    audio = head + pcm16(samples)
-                    if audio or words:
-                        yield _line(audio, media, words)
-                        head = b""
-                    piece = await run_in_threadpool(next, pieces, None)
-            except RequestFailed as exc:
-                # The status is gone: an unterminated body is how a stream reports failure.
-                raise StreamAborted(str(exc)) from None
-            finally:
-                if not handle.done:
-                    handle.cancel()
+        def line(piece) -> bytes:
+            samples, words = piece
+            words = words if asked else ()
+            audio = (head[0] if head else b"") + pcm16(samples)
+            if not (audio or words):
+                return b""  # nothing to say yet: the header waits for the first audio
+            head.clear()
+            return _line(audio, media, words)
 
-        return StreamingResponse(lines(), media_type=NDJSON, headers=headers)
+        return StreamingResponse(streamed(handle, first, pieces, line), media_type=NDJSON,
+                                 headers=headers)
 
     return captioned_speech

@@ -33,7 +33,7 @@ from launcher.errors import RequestFailed
 from launcher.facade import DeploymentFacade
 from launcher.serving import captions, encode
 from launcher.serving.catalog import Catalog
-from launcher.serving.disconnects import StreamAborted, unless_gone
+from launcher.serving.disconnects import StreamAborted, first_of, streamed, unless_gone
 from launcher.serving.limits import MAX_INPUT_CHARS, REQUEST_TIMEOUT_S
 from launcher.serving.speech_body import (
     MEDIA_TYPES, BadRequest, error, failed, parse, refusal_headers,
@@ -125,27 +125,16 @@ def create_app(deployment: DeploymentFacade, topology: Mapping[str, Any], *,
 
         chunks = handle.chunks(request_timeout)
         try:
-            # Wait for the first chunk here, so that a failure still gets a status code.
-            first = await unless_gone(request, handle, run_in_threadpool(next, chunks, None))
+            first = await first_of(request, handle, chunks)
         except RequestFailed as exc:
             return failed(exc, deployment)
+        head = [wav_header(sample_rate, None)] if req["format"] == "wav" else []
 
-        async def body():
-            try:
-                if req["format"] == "wav":
-                    yield wav_header(sample_rate, None)
-                chunk = first
-                while chunk is not None:
-                    yield pcm16(chunk)
-                    chunk = await run_in_threadpool(next, chunks, None)
-            except RequestFailed as exc:
-                # The status is gone: an unterminated body is how a stream reports failure.
-                raise StreamAborted(str(exc)) from None
-            finally:
-                if not handle.done:
-                    handle.cancel()
+        def render(chunk) -> bytes:
+            return (head.pop() if head else b"") + pcm16(chunk)
 
-        return StreamingResponse(body(), media_type=media, headers=headers)
+        return StreamingResponse(streamed(handle, first, chunks, render), media_type=media,
+                                 headers=headers)
 
     async def health(request: Request) -> Response:
         report = deployment.health()
