@@ -150,6 +150,7 @@ def build_plan(problem: Problem, a: Assignment) -> tuple[Plan, tuple[PlanWarning
         terminal_stages=tuple(s for s in pl.stage_names if s not in sources),
         sample_rate=pl.sample_rate,
         voices=pl.voices,
+        word_timestamps=pl.word_timestamps,
         cpu=cpu,
         model_paths=pl.model_paths,
         placement=pl.placement,

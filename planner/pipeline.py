@@ -97,6 +97,7 @@ class Pipeline:
     source: str = ""
     sample_rate: int = DEFAULT_SAMPLE_RATE  # Hz of the terminal stage's audio (the card's `sample_rate`)
     voices: tuple[str, ...] = ()  # the voices a request may name; () = any
+    word_timestamps: bool = False  # the stages yield word timings (the card's `word_timestamps`)
     # `processes: {NAME: {copies: N}}`: copies of a process group the config declares.
     process_copies: tuple[tuple[str, int], ...] = ()
     # `processes: {NAME: {cpus: 0-1}}`: the CPUs a declared process group is pinned to.

@@ -148,6 +148,7 @@ class Plan:
     terminal_stages: tuple[str, ...] = ()  # stages with no outgoing handoff
     sample_rate: int = DEFAULT_SAMPLE_RATE  # Hz of the audio the terminal stage returns (from the card)
     voices: tuple[str, ...] = ()  # the voices a request may name (from the card); () = any
+    word_timestamps: bool = False  # its stages yield word timings (the card's `word_timestamps`)
     cpu: CpuUsage | None = None  # threads against the node's CPUs
     model_paths: tuple[str, ...] = ()  # the card's model paths: other names `model` goes by
     placement: PlacementPolicy = field(default_factory=PlacementPolicy)

@@ -16,13 +16,16 @@ from typing import Any, Literal, get_args
 
 from launcher.audio import SAMPLE_RATE, Audio, concatenate
 from launcher.errors import RequestFailed, RequestTimeout
+from launcher.words import Timeline, WordTiming
 
 Outcome = Literal["ok", "error", "cancelled"]  # how a request ended
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 
 class SpeechRequest:
-    """Handle of one submitted request. Iterate `chunks()` to stream, or call `result()`.
+    """Handle of one submitted request. Iterate `chunks()` to stream, or call `result()`; with
+    word timings (a request submitted with `options={"timestamps": True}` to a card whose stages
+    yield them), iterate `captioned()` or call `captioned_result()`.
 
     A request whose caller stops waiting (a timeout here, or `cancel()`) is cancelled in every
     process that holds it, at its next chunk or stage boundary."""
@@ -42,6 +45,33 @@ class SpeechRequest:
     def chunks(self, timeout: float | None = None) -> Iterator[Any]:
         """Audio chunks (float32, mono) in order, each as soon as the terminal stage produced it:
         numpy arrays or torch tensors, as the terminal stage handed them over."""
+        for samples, _ in self._outputs(timeout):
+            yield samples
+
+    def captioned(self, timeout: float | None = None
+                  ) -> Iterator[tuple[Any, tuple[WordTiming, ...]]]:
+        """(audio chunk, its words) in order: each word in seconds from the start of the
+        response, sent with the first chunk whose audio reaches its start (`words.Timeline`). A
+        word left after the last chunk comes with an empty chunk at the end."""
+        timeline = Timeline(self.sample_rate)
+        for samples, words in self._outputs(timeout):
+            yield samples, timeline.add(len(samples), words)
+        if rest := timeline.rest():
+            yield concatenate([]), rest
+
+    def captioned_result(self, timeout: float | None = None
+                         ) -> tuple[Audio, tuple[WordTiming, ...]]:
+        """The whole audio and every word, timed from its start."""
+        parts, words = [], []
+        for samples, due in self.captioned(timeout):
+            if len(samples):  # not the empty end piece, which may be of another array kind
+                parts.append(samples)
+            words += due
+        return Audio(concatenate(parts), self.sample_rate), tuple(words)
+
+    def _outputs(self, timeout: float | None
+                 ) -> Iterator[tuple[Any, tuple[WordTiming, ...]]]:
+        """The terminal stage's outputs, (samples, words timed from their start), in order."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -67,8 +97,8 @@ class SpeechRequest:
         self._cancel(self.id, RequestFailed("cancelled by the client"), "cancelled")
 
     # -- fed by the supervisor -------------------------------------------------------------------
-    def _chunk(self, samples: Any) -> None:
-        self._events.put(("chunk", samples))
+    def _chunk(self, samples: Any, words: tuple[WordTiming, ...] = ()) -> None:
+        self._events.put(("chunk", (samples, words)))
 
     def _end(self) -> None:
         self.done = True

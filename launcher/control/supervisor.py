@@ -33,6 +33,7 @@ from typing import Any
 
 from launcher.wire import ipc
 from launcher.audio import owned_samples
+from launcher.words import WORDS, words_of
 from launcher.control.admission import Refusal, Refusals
 from launcher.control.copies import CopyChooser, NoCopyUp
 from launcher.wire.backend import Backend, Exited, Received, Unit
@@ -334,7 +335,12 @@ class Supervisor:
             self.finish(msg.request_id, StageFailed(
                 f"terminal stage '{msg.stage}' returned no 'audio' tensor (keys: {sorted(data)})"))
             return
-        handle._chunk(audio)
+        try:
+            words = words_of(data.pop(WORDS, None), msg.stage)
+        except ValueError as exc:
+            self.finish(msg.request_id, StageFailed(str(exc)))
+            return
+        handle._chunk(audio, words)
         del audio, data
         if msg.last:
             closed = self._close(msg.request_id, "ok")

@@ -25,6 +25,7 @@ from launcher.errors import RequestFailed, StageFailed
 from launcher.ray_serve.group import request_failure
 from launcher.wire import ipc
 from launcher.wire.protocol import Result
+from launcher.words import WORDS, WordTiming, words_of
 
 if TYPE_CHECKING:
     from planner import Plan
@@ -34,14 +35,19 @@ def _no_blocks(segment: str, lease: int) -> None:
     raise AssertionError("a payload on Ray Serve never travels in a shared-memory block")
 
 
-def samples_of(message: Result, receiver: ipc.Receiver) -> Any:
-    """The terminal stage's audio in one `Result`, as 1-D samples of the kind it was made."""
+def samples_of(message: Result, receiver: ipc.Receiver) -> tuple[Any, tuple[WordTiming, ...]]:
+    """The terminal stage's audio in one `Result`, as 1-D samples of the kind it was made, and
+    its word timings (`launcher.words`)."""
     data = receiver.unpack(message.packed)
     audio = data.pop("audio", None)
     if audio is None:
         raise StageFailed(f"terminal stage '{message.stage}' returned no 'audio' tensor (keys: "
                           f"{sorted(data)})")
-    return audio.reshape(-1)
+    try:
+        words = words_of(data.pop(WORDS, None), message.stage)
+    except ValueError as exc:
+        raise StageFailed(str(exc)) from None
+    return audio.reshape(-1), words
 
 
 class FrontDoor:
@@ -103,7 +109,7 @@ class FrontDoor:
         started, ended = time.monotonic(), False
         try:
             async for message in self._terminal.options(stream=True).run.remote(payload):
-                handle._chunk(samples_of(message, self._receiver))
+                handle._chunk(*samples_of(message, self._receiver))
                 ended = message.last
             if not ended:
                 raise StageFailed("the pipeline stopped before its last audio chunk")

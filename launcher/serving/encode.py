@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from launcher.audio import as_float32
+from launcher.audio import Audio, as_float32
 
 # response_format -> (libsndfile format, subtype, media type)
 COMPRESSED = {
@@ -42,3 +42,13 @@ def encode(samples: Any, sample_rate: int, fmt: str) -> bytes:
     out = io.BytesIO()
     soundfile.write(out, np.ascontiguousarray(data), sample_rate, format=kind, subtype=subtype)
     return out.getvalue()
+
+
+async def whole(audio: Audio, fmt: str) -> bytes:
+    """A whole response's body in `fmt`: wav and pcm at once, a compressed format on a worker
+    thread (its encoder takes a while)."""
+    if fmt in COMPRESSED:
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(encode, audio.samples, audio.sample_rate, fmt)
+    return audio.wav() if fmt == "wav" else audio.pcm16()

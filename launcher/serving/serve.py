@@ -175,9 +175,10 @@ def serve(plan, topology_json: Mapping[str, Any], host: str = "127.0.0.1", port:
         else:
             bound = sock.getsockname()[1]
             procs = ", ".join(deployment.worker_pids())
+            captions = ", /dev/captioned_speech" if plan.word_timestamps else ""
             print(f"ready: {plan.model} on http://{host}:{bound} "
                   f"({deployment.summary()}: {procs}; device {deployment.device}); "
-                  "POST /v1/audio/speech; Ctrl-C to stop", file=out, flush=True)
+                  f"POST /v1/audio/speech{captions}; Ctrl-C to stop", file=out, flush=True)
             if ready_file is not None:
                 _write_ready(ready_file, f"http://{host}:{bound}", deployment.worker_pids())
         watch, polls = WorkerWatch(), 0

@@ -7,7 +7,8 @@ only told who holds the request (`holdings`: `HandedOver` before this process's 
 both at once as `PassedOn`). A terminal stage's output goes to the supervisor (`Result`). A
 streamed output (`stream_to`) is handed on chunk by chunk.
 
-A stage's fan-in is `join`.
+A stage's fan-in is `join`. Word timings (`launcher.words`) that came in with an input go on
+with the first output a streaming stage makes from it, not with every chunk.
 
 Fairness: a stage thread gathers what has arrived into a `FairQueue` and takes one item at a
 time: a request's first input before anything else, then one turn per request. A streaming
@@ -51,6 +52,7 @@ from launcher.worker.holdings import Holdings, release_notes
 from launcher.worker.join import Envelope, Joiner, JoinError
 from launcher.wire.protocol import Deliver, HandedOver, Released, Result, StageError, Undeliverable
 from launcher.wire.specs import PARENT, StageSpec, Successor, WorkerSpec
+from launcher.words import WORDS
 
 log = logging.getLogger(__name__)
 
@@ -282,6 +284,8 @@ class StageRunner:
                 if ranks:
                     tp.decide(False)  # the followers wait for the next decision
                 raise
+            if WORDS in stream.data:  # an input's words go on with its first output only
+                stream.data = {k: v for k, v in stream.data.items() if k != WORDS}
         stream.current = upcoming
         return False
 

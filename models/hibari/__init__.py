@@ -30,7 +30,8 @@ def acoustic(*, seed: int = 0, threads: int = 1, device: str = "cpu",
     from models.hibari.acoustic_stage import Acoustic
 
     return Acoustic(voice.acoustic_graph(), seed=seed, device=device,
-                    fraction=total_gpu_memory_fraction, threads=threads)
+                    fraction=total_gpu_memory_fraction, threads=threads,
+                    separators=frozenset({voice.space_id()}))
 
 
 def vocoder(*, threads: int = 1):

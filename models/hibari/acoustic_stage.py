@@ -8,6 +8,9 @@ audio does not depend on how it was cut. Whole and streamed responses are the sa
 The vocoder's noise is seeded per sentence from its ids (`crc32(ids) ^ seed`, as piper-joe's
 noises are): the seed travels in the payload, so the same request gives the same bits in every
 process, placement, thread count and copy.
+
+Word timings (a request with `timestamps`): the graph's durations (frames per id) time each of a
+sentence's words (from the frontend), which ride on the sentence's piece as its `words`.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from launcher.words import WORDS
 from models import sentence_ids as request
 from models.hibari.voice import DURATIONS, FRAME_PARTS, FRAMES_PER_STEP
 
 BINS = 601  # frequency bins of each spectral part (n_fft 1200)
+SECONDS_PER_FRAME = 0.0125  # a frame every 12.5 ms: 300 samples of the vocoder's 24 kHz audio
 
 
 def noise_seed(ids: np.ndarray, seed: int) -> int:
@@ -30,12 +35,13 @@ def noise_seed(ids: np.ndarray, seed: int) -> int:
 
 class Acoustic:
     def __init__(self, graph: bytes, *, seed: int, device: str, fraction: float | None,
-                 threads: int) -> None:
+                 threads: int, separators: frozenset[int] = frozenset()) -> None:
         from models.onnx_tools.sessions import session
 
         self.session = session(graph, device, fraction, threads)
         self.outputs = [o.name for o in self.session.get_outputs()]
         self.seed = seed
+        self.separators = separators  # the ids between words (the space): a word's onset
 
     def frames(self, ids: np.ndarray, speed: float = 1.0) -> dict[str, np.ndarray]:
         """One sentence's `spectra` float32 [5, 601, F] (lh, theta, ln, lr, phi), `f0` [F] and
@@ -49,9 +55,14 @@ class Acoustic:
     def __call__(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         speed = request.speed(payload)
         said = request.sentences(payload)
-        for ids in said:
-            yield {**self.frames(ids, speed), "noise_seed": noise_seed(ids, self.seed),
-                   **request.CONSUMED}
+        words = request.sentence_words(payload) or [None] * len(said)
+        for ids, spoken in zip(said, words):
+            piece = {**self.frames(ids, speed), "noise_seed": noise_seed(ids, self.seed),
+                     **request.CONSUMED}
+            if spoken is not None:
+                piece[WORDS] = request.timed(spoken, ids, piece["durations"], SECONDS_PER_FRAME,
+                                             self.separators)
+            yield piece
         if not said:  # nothing to say (only punctuation): one empty piece ends the request
             yield {"spectra": np.zeros((len(FRAME_PARTS), BINS, 0), np.float32),
                    "f0": np.zeros(0, np.float32), "durations": np.zeros(0, np.int64),

@@ -1,4 +1,5 @@
-"""The frontend stage: text -> sentences -> phonemes -> the model's ids, with hibari's own G2P.
+"""The frontend stage: text -> sentences -> phonemes -> the model's ids, with hibari's own G2P;
+with word timings asked for, each sentence's words and the ids that say them.
 
 hibari's text side (its sentence split, its phonemizer with the cut of a long sentence at
 clause punctuation, its id layout) is reached through its `Hibari` class, whose constructor
@@ -15,8 +16,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from models.hibari import text as T
 from models.hibari.voice import NAME
-from models.sentence_ids import packed
+from models.sentence_ids import SpokenWord, packed, wants_words
 
 
 def _text_side(g2p: Any) -> Any:
@@ -56,10 +58,24 @@ class Frontend:
 
     def sentences(self, text: str) -> list[list[int]]:
         """The ids of each sentence with something to say (the library skips the others too)."""
-        ids = [self.text.ids(phonemes) for phonemes in self.text.phonemize(text)]
-        return [i for i in ids if len(i) > 2]  # more than the two pads
+        return self.said(text)[0]
+
+    def said(self, text: str, words: bool = False
+             ) -> tuple[list[list[int]], list[list[SpokenWord]] | None]:
+        """The ids of each sentence with something to say, and with `words`, its words and the
+        ids that say them (`models.hibari.text`: the library's phonemes, each word located)."""
+        ids, spoken = [], []
+        for phonemes, located in T.sentences(self.text, text):
+            said = self.text.ids(phonemes)
+            if len(said) <= 2:  # only the two pads
+                continue
+            ids.append(said)
+            if words:
+                at = T.id_positions(phonemes, self.text.vocab)
+                spoken.append([SpokenWord(label, at[a], at[b]) for label, a, b in located])
+        return ids, (spoken if words else None)
 
     def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         # `voice` is not read: the front door takes only the card's voices (one: "heart"), and
         # the stages are built with it; hibari's other voices are downloads never made here.
-        return packed(self.sentences(payload["text"]))
+        return packed(*self.said(payload["text"], wants_words(payload)))

@@ -53,6 +53,17 @@ def model_path() -> Path:
                          f"({exc}); reinstall it: {INSTALL}") from None
 
 
+def space_id() -> int:
+    """The id of the space between words in the model's vocabulary (hibari's `vocab.json`)."""
+    import json
+    import os
+
+    from hibari import tts
+
+    with open(os.path.join(tts.ASSETS, "vocab.json"), encoding="utf-8") as f:
+        return int(json.load(f)[" "])
+
+
 def acoustic_graph() -> bytes:
     """The serialized acoustic graph the stage runs, from the cache or rewritten now (and
     cached)."""

@@ -12,6 +12,10 @@ Chunk sizes follow the card's schedule (`chunk_frames: [24, 64, 128]`: the reque
 24 frames, its second 64, every later one 128; a sentence's end cuts a chunk short and the next
 sentence goes on with the next size). Both are fixed by the card and the request, never by
 timing, so the audio is the same bits wherever the stages run.
+
+Word timings (a request with `timestamps`): the encoder cut also gives how many frames each id
+lasts, so a sentence's words (from the frontend) are timed in frames of `HOP` samples, and ride
+on the sentence's first piece as its `words`, in seconds from that piece's audio start.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from launcher.words import WORDS
 from models import sentence_ids as request
 from models.piper import voice as V
 from models.onnx_tools.sessions import session
@@ -78,15 +83,23 @@ class Acoustic:
         # any thread count (models/onnx_tools/conv_layout.py), as a plan's threads must.
         self.flow = session(V.cut(voice, "flow"), device, fraction, threads)
         self.seed = seed
+        self.seconds_per_frame = V.HOP / voice.sample_rate
+        # between words: the space, and the blank piper puts after every symbol
+        self.separators = frozenset(i for s in (V.PAD, V.SPACE) for i in voice.phoneme_ids[s])
         self.noise_scale, self.length_scale, self.noise_w = noise_scale, length_scale, noise_w
         self.context_frames = context_frames
 
     def z(self, ids: np.ndarray, speed: float = 1.0) -> np.ndarray:
         """z [192, frames] of one sentence."""
+        return self.z_and_durations(ids, speed)[0]
+
+    def z_and_durations(self, ids: np.ndarray, speed: float = 1.0
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """z [192, frames] of one sentence, and the frames each of its ids lasts [ids]."""
         rng = noise_rng(ids, self.seed)
         scales = np.array([self.noise_scale, self.length_scale / speed, self.noise_w],
                           dtype=np.float32)
-        m_p, logs_p, y_mask = self.encoder.run(None, {
+        m_p, logs_p, y_mask, durations = self.encoder.run(None, {
             "input": ids.reshape(1, -1).astype(np.int64),
             "input_lengths": np.array([ids.size], dtype=np.int64),
             "scales": scales,
@@ -96,22 +109,28 @@ class Acoustic:
             V.M_P: m_p, V.LOGS_P: logs_p, V.Y_MASK: y_mask, "scales": scales,
             V.PRIOR_NOISE: rng.standard_normal(m_p.shape, dtype=np.float32),
         })
-        return z[0]
+        return z[0], durations.reshape(-1)
 
     def __call__(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         speed = request.speed(payload)
         stream = bool(payload.get("stream"))
         drop = request.CONSUMED
         index = 0
-        for ids in request.sentences(payload):
-            z = self.z(ids, speed)
+        said = request.sentences(payload)
+        words = request.sentence_words(payload) or [None] * len(said)
+        for ids, spoken in zip(said, words):
+            z, durations = self.z_and_durations(ids, speed)
             frames = z.shape[1]
             bounds = chunk_bounds(frames, self.schedule, index) if stream else [(0, frames)]
             for start, end in bounds:
                 left = min(self.context_frames, start)
                 right = min(self.context_frames, frames - end)
                 part = np.ascontiguousarray(z[:, start - left:end + right])
-                yield {"z": part, "z_left": left, "z_right": right, **drop}
+                piece = {"z": part, "z_left": left, "z_right": right, **drop}
+                if spoken is not None and start == 0:  # the sentence's words, on its first piece
+                    piece[WORDS] = request.timed(spoken, ids, durations,
+                                                 self.seconds_per_frame, self.separators)
+                yield piece
                 index += 1
         if index == 0:  # nothing to say (only punctuation): one empty chunk ends the request
             yield {"z": np.zeros((V.CHANNELS, 0), np.float32), "z_left": 0, "z_right": 0, **drop}

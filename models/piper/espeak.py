@@ -18,9 +18,12 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 
 SENTINEL = "zqxjv"
 REPLY_TIMEOUT_S = 30.0
+# Lines written before their replies are read: few enough that neither pipe can fill meanwhile.
+BATCH_LINES = 64
 
 INSTALL_HINT = (
     "the piper-joe frontend needs the espeak-ng program (GPL-3.0, run as a separate process, "
@@ -88,27 +91,39 @@ class Espeak:
         text = " ".join(clause.split())  # one line, whatever the input held
         if not text:
             return ""
-        return self._ask(text)
+        return self._ask([text])[0]
 
-    def _ask(self, text: str) -> str:
+    def phonemes_each(self, texts: Sequence[str]) -> list[str]:
+        """The phonemes of each text said on its own (one line each, in one exchange): what the
+        word timings align with a clause's phonemes (`word_spans`)."""
+        lines = [" ".join(t.split()) for t in texts]
+        out: list[str] = []
+        for start in range(0, len(lines), BATCH_LINES):
+            out += self._ask(lines[start:start + BATCH_LINES])
+        return out
+
+    def _ask(self, lines: list[str]) -> list[str]:
         with self._lock:
             try:
-                return self._exchange(text)
+                return self._exchange(lines)
             except (OSError, _ChildGone):
                 # The child died (killed, or crashed on some input): one fresh child, one retry.
                 self._stop()
                 self.restarts += 1
                 self._start()
-                return self._exchange(text)
+                return self._exchange(lines)
 
-    def _exchange(self, text: str) -> str:
+    def _exchange(self, lines: list[str]) -> list[str]:
         if self._proc.poll() is not None:
             raise _ChildGone()
-        self._write(f"{text}\n{SENTINEL}")
-        lines = []
-        while (line := self._readline()) != self._sentinel:
-            lines.append(line)
-        return " ".join(x for x in lines if x)
+        self._write("\n".join(f"{line}\n{SENTINEL}" for line in lines))
+        replies = []
+        for _ in lines:
+            got = []
+            while (line := self._readline()) != self._sentinel:
+                got.append(line)
+            replies.append(" ".join(x for x in got if x))
+        return replies
 
     def _write(self, lines: str) -> None:
         data = memoryview(f"{lines}\n".encode())

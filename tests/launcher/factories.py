@@ -117,3 +117,22 @@ def failing_audio(*, word: str = "fail", audio_ms: float = 20.0):
         return inner(payload)
 
     return run
+
+
+def worded_generator(*, size: str = "base", device: str = "cpu", **kwargs):
+    """The stand-in generator, with word timings when the request asks for them: each chunk it
+    hands on carries one word, `chunk<k>`, spoken from 1 ms into that chunk's audio for 1 ms
+    (what a model's stage upstream of the vocoder yields: `launcher.words`)."""
+    from launcher.words import TIMESTAMPS, WORDS, WordTiming
+
+    inner = standins.codec_generator(size=size, device=device, **kwargs)
+
+    def run(payload):
+        k = 0
+        for chunk in inner(payload):
+            if chunk is not None and payload.get(TIMESTAMPS):
+                chunk = {**chunk, WORDS: (WordTiming(f"chunk{k}", 0.001, 0.002),)}
+                k += 1
+            yield chunk
+
+    return run

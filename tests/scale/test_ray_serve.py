@@ -1,7 +1,8 @@
 """`serve run FILE` on a local Ray cluster (one for this module) with the file `planner solve
 --format ray-serve` writes for piper-joe: the file passes Ray Serve's own schema, the deployments
 Ray runs are the plan's process groups with the replicas, CPUs and GPUs the file asks, and the
-answers of /v1/audio/speech (whole and streamed) and /v1/models are `planner serve`'s, bit for bit.
+answers of /v1/audio/speech and /dev/captioned_speech (whole and streamed: the same audio, words
+and times) and /v1/models are `planner serve`'s, bit for bit.
 Everything it started is gone afterwards."""
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _post(port: int, body: dict) -> tuple[int, bytes]:
+def _post(port: int, path: str, body: dict) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
-        conn.request("POST", "/v1/audio/speech", json.dumps(body),
+        conn.request("POST", path, json.dumps(body),
                      {"content-type": "application/json"})
         r = conn.getresponse()
         return r.status, r.read()
@@ -86,10 +87,13 @@ def _without_times(models: bytes) -> list[dict]:
     return [{k: v for k, v in m.items() if k != "created"} for m in json.loads(models)["data"]]
 
 
-REQUESTS = [  # whole, streamed, and one that fails validation
-    {"model": "piper-joe", "input": TEXT, "voice": "joe"},
-    {"input": TEXT, "voice": "joe", "response_format": "pcm", "stream": True},
-    {"input": "?!", "voice": "joe"},
+SPEECH, CAPTIONED = "/v1/audio/speech", "/dev/captioned_speech"
+REQUESTS = [  # whole, streamed, one that fails validation, and captioned whole and streamed
+    (SPEECH, {"model": "piper-joe", "input": TEXT, "voice": "joe"}),
+    (SPEECH, {"input": TEXT, "voice": "joe", "response_format": "pcm", "stream": True}),
+    (SPEECH, {"input": "?!", "voice": "joe"}),
+    (CAPTIONED, {"input": TEXT, "voice": "joe", "stream": False}),
+    (CAPTIONED, {"input": TEXT, "voice": "joe", "response_format": "pcm"}),
 ]
 
 
@@ -98,7 +102,7 @@ def _planner_serve(plan, topology) -> tuple[list[tuple[int, bytes]], bytes]:
     with launch(plan, device="cpu", startup_timeout=300) as d:
         client = TestClient(create_app(d, topology))
         answers = [(r.status_code, r.content)
-                   for r in (client.post("/v1/audio/speech", json=b) for b in REQUESTS)]
+                   for r in (client.post(path, json=b) for path, b in REQUESTS)]
         return answers, client.get("/v1/models").content
 
 
@@ -118,7 +122,7 @@ def test_serve_run_starts_the_planned_deployments_and_answers_as_planner_serve(
 
     result = planner.solve("piper-joe", requests=planner.parse_flags(FLAGS))
     expected, models = _planner_serve(result.plan, planner.result_dict(result))
-    assert [status for status, _ in expected] == [200, 200, 400]
+    assert [status for status, _ in expected] == [200, 200, 400, 200, 200]
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
@@ -134,8 +138,8 @@ def test_serve_run_starts_the_planned_deployments_and_answers_as_planner_serve(
         assert proc.poll() is None, proc.stderr.read()
         status, listed = _get(port, "/v1/models")
         assert status == 200 and _without_times(listed) == _without_times(models)
-        for body, want in zip(REQUESTS, expected):
-            assert _post(port, body) == want, body
+        for (where, body), want in zip(REQUESTS, expected):
+            assert _post(port, where, body) == want, (where, body)
 
         ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
         from ray import serve

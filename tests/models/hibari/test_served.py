@@ -1,6 +1,7 @@
 """hibari-heart served end to end: in every placement the planner accepts, with threads and
-copies, the same bits per request, whole or streamed; a recogniser understands it; served with
-no network at all, it lists its model and one voice, refuses another, and downloads nothing.
+copies, the same bits per request, whole or streamed, and the same words and times when word
+timestamps are asked; a recogniser understands it; served with no network at all, it lists its
+model and one voice, refuses another, and downloads nothing.
 
 Slow: every placement starts real worker processes that load the voice."""
 
@@ -21,6 +22,7 @@ import pytest
 
 import planner
 from launcher import launch
+from launcher.words import TIMESTAMPS
 from planner.placements import feasible_placements
 from planner.plan import Copies, Threads
 
@@ -41,6 +43,7 @@ SENTENCES = [
     "He found a silver coin buried under the sand on the beach.",
 ]
 WER_LIMIT = 0.10
+CAPTIONED = f"{SENTENCES[0]} {SENTENCES[1]}"  # two sentences: the second's words offset
 
 
 def _plans():
@@ -59,14 +62,21 @@ def _plans():
 
 
 def _served(plan) -> dict:
-    """Each sentence whole and streamed, all submitted at once (so copies share them)."""
+    """Each sentence whole and streamed, and CAPTIONED with word timestamps whole and streamed,
+    all submitted at once (so copies share them)."""
     with launch(plan, device="cpu", startup_timeout=300) as d:
         handles = [(stream, d.submit(text, "heart", stream=stream))
                    for stream in (False, True) for text in SENTENCES]
+        timed = {stream: d.submit(CAPTIONED, "heart", stream=stream, options={TIMESTAMPS: True})
+                 for stream in (False, True)}
         audio = {(stream, i % len(SENTENCES)): np.asarray(h.result(timeout=300).samples)
                  for i, (stream, h) in enumerate(handles)}
+        captioned = {stream: h.captioned_result(timeout=300) for stream, h in timed.items()}
         copies = {h.copies.get(plan.group_of("vocoder").name) for _, h in handles}
-    return {"audio": audio, "copies": copies}
+    return {"audio": audio, "copies": copies,
+            "words": {s: [(w.word, w.start, w.end) for w in words]
+                      for s, (_, words) in captioned.items()},
+            "captioned_audio": {s: np.asarray(a.samples) for s, (a, _) in captioned.items()}}
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +97,21 @@ def test_the_same_bits_in_every_placement_thread_and_copy_count(served_everywher
             assert np.array_equal(audio, first[key]), f"audio {key} differs in {where}"
     for i in range(len(SENTENCES)):  # a sentence is the stream's piece: streamed = whole
         assert np.array_equal(first[True, i], first[False, i])
+
+
+def test_the_same_words_and_times_in_every_placement_thread_and_copy_count(served_everywhere):
+    first = served_everywhere[0][1]
+    words = first["words"][False]
+    assert [w for w, _, _ in words] == CAPTIONED.replace(",", "").replace(".", "").split()
+    assert first["words"][True] == words  # streamed: the same words and times
+    starts = [start for _, start, _ in words]
+    assert starts == sorted(starts) and words[-1][2] <= first["captioned_audio"][False].size / 24e3
+    # asking for words changes no bit of the audio: each sentence as it was on its own
+    said = np.concatenate([first["audio"][False, 0], first["audio"][False, 1]])
+    assert all(np.array_equal(a, said) for a in first["captioned_audio"].values())
+    for plan, served in served_everywhere:
+        where = [(g.stages, g.copies) for g in plan.groups]
+        assert served["words"] == first["words"], f"words differ in placement {where}"
 
 
 @needs.asr

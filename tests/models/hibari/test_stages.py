@@ -156,3 +156,47 @@ def test_launch_refuses_before_starting_anything_without_hibari(monkeypatch):
     monkeypatch.setattr("models.hibari._importable", lambda module: module != "hibari")
     with pytest.raises(LaunchError, match="stage 'frontend'.*hibari missing"):
         launch(planner.solve("hibari-heart").plan, device="cpu")
+
+
+LONG = ("Dr. Smith met me at 10:30 on the 3rd of March, e.g. a lot -- didn't he? " + "This "
+        "sentence goes on and on, with clause after clause; it keeps going: more words, and "
+        "more, " * 6 + "to the end.")
+
+
+def test_the_frontends_phonemes_are_the_librarys_with_each_word_located(stages):
+    """Word timings rebuild the library's text side step by step: its ids are the library's,
+    also for a sentence long enough to be cut at its clauses."""
+    from hibari import Hibari
+
+    frontend = stages[0]
+    library = Hibari()
+    for text in (TEXT, LONG):
+        want = [library.ids(p) for p in library.phonemize(text)]
+        ids, words = frontend.said(text, words=True)
+        assert ids == want and frontend.said(text)[1] is None
+        assert len(ids) == len(words) and len(ids) >= 2
+        for said, located in zip(ids, words):
+            assert all(1 <= w.first <= w.end <= len(said) - 1 for w in located)
+    second = [w.text for w in frontend.said(TEXT, words=True)[1][1]]
+    assert second == ["Dr", "Smith", "paid", "$9.99", "on", "the", "3rd", "of", "March"]
+    # the normaliser reads a time as words: two words, as spoken
+    assert [w.text for w in frontend.said("We met at 10:30.", words=True)[1][0]] == [
+        "We", "met", "at", "ten", "thirty"]
+
+
+def test_word_timings_are_the_input_words_in_order_within_their_audio(stages):
+    from launcher.words import Timeline
+
+    frontend, acoustic, vocoder = stages
+    text = "A gentle breeze, then rain. I think that in the end most of the people agree!"
+    timeline, audio, words = Timeline(24_000), [], []
+    for piece in acoustic(frontend({"text": text, "timestamps": True})):
+        audio.append(vocoder(piece)["audio"])
+        words += timeline.add(audio[-1].size, piece["words"])
+    assert [w.word for w in words] == ["A", "gentle", "breeze", "then", "rain", "I", "think",
+                                       "that", "in", "the", "end", "most", "of", "the",
+                                       "people", "agree"]
+    starts = [w.start for w in words]
+    assert starts == sorted(starts) and all(w.end > w.start for w in words)
+    assert words[-1].end <= sum(a.size for a in audio) / 24_000
+    assert np.array_equal(np.concatenate(audio), _audio(stages, frontend({"text": text})))

@@ -1,11 +1,14 @@
 """piper-joe served end to end: it speaks (a recogniser understands it) in every placement the
-planner accepts, with the same bytes in each; an unchanged OpenAI client gets playable audio.
+planner accepts, with threads and copies too, with the same bytes and the same captions (word
+timestamps) in each; an unchanged OpenAI client gets playable audio.
 
 Slow: every placement starts real worker processes that load the voice."""
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import os
 from pathlib import Path
 import re
@@ -18,10 +21,12 @@ import wave
 import numpy as np
 import pytest
 
+import planner
 from launcher import launch
 from launcher.serving.http import create_app
 from planner import load_pipeline
 from planner.placements import feasible_placements
+from planner.plan import Copies, Threads
 
 from tests.models import needs
 from tests.models.asr import transcribe_wav, wer
@@ -43,12 +48,33 @@ def _same_samples(a: bytes, b: bytes) -> bool:
     return x.shape == y.shape and x.size > 0 and int(np.max(np.abs(x - y))) <= 4
 
 
-def _placements():
-    return feasible_placements(load_pipeline(model_path="piper-joe"))
+CAPTIONED = f"{SENTENCES[0]} {SENTENCES[1]}"  # two sentences: the second's words offset
 
 
-def _served(plan, topology) -> tuple[list[bytes], bytes]:
-    """WAV bodies of the fixed sentences, and the first one streamed as pcm."""
+def _plans():
+    """Every feasible placement, then the last again with two threads for the acoustic stage and
+    the vocoder and two copies of the vocoder's process."""
+    placements = feasible_placements(load_pipeline(model_path="piper-joe"))
+    extra = [Threads("acoustic", 2), Threads("vocoder", 2), Copies("vocoder", 2)]
+    result = planner.solve("piper-joe", requests=[*placements[-1].requests, *extra], cpus=64)
+    assert result.ok, result.diagnostics
+    return [p.plan for p in placements] + [result.plan]
+
+
+def _captions(client) -> dict:
+    """CAPTIONED's captions, whole (with its audio) and streamed (each line's words in order)."""
+    whole = client.post("/dev/captioned_speech", json={"input": CAPTIONED, "voice": "joe",
+                                                       "stream": False})
+    streamed = client.post("/dev/captioned_speech", json={"input": CAPTIONED, "voice": "joe",
+                                                          "response_format": "pcm"})
+    assert whole.status_code == streamed.status_code == 200, (whole.text, streamed.text)
+    lines = [json.loads(line) for line in streamed.text.splitlines()]
+    return {"whole": whole.json()["timestamps"], "audio": base64.b64decode(whole.json()["audio"]),
+            "streamed": [w for line in lines for w in line["timestamps"]]}
+
+
+def _served(plan, topology) -> tuple[list[bytes], bytes, dict]:
+    """WAV bodies of the fixed sentences, the first one streamed as pcm, and captions."""
     with launch(plan, device="cpu", startup_timeout=300) as d:
         client = TestClient(create_app(d, topology))
         bodies = []
@@ -61,21 +87,25 @@ def _served(plan, topology) -> tuple[list[bytes], bytes]:
         r = client.post("/v1/audio/speech", json={"input": SENTENCES[0], "voice": "joe",
                                                   "response_format": "pcm", "stream": True})
         assert r.status_code == 200, r.text
-        return bodies, r.content
+        captions = _captions(client)
+        speech = client.post("/v1/audio/speech", json={"input": CAPTIONED, "voice": "joe"})
+        assert captions["audio"] == speech.content  # asking for captions changes no bit
+        return bodies, r.content, captions
 
 
 @pytest.fixture(scope="module")
 def served_everywhere():
     """Every feasible placement served in turn (seconds each: its workers load the voice), once
     for this module."""
-    return [(p.plan, *_served(p.plan, {"model": p.plan.model})) for p in _placements()]
+    return [(plan, *_served(plan, {"model": plan.model})) for plan in _plans()]
 
 
 @needs.asr
 def test_it_speaks_with_the_same_bytes_in_every_feasible_placement(served_everywhere):
-    assert {result.process_count() for result, _, _ in served_everywhere} == {1, 2, 3}
+    assert {result.process_count() for result, *_ in served_everywhere} >= {1, 2, 3}
+    assert any(g.copies == 2 for result, *_ in served_everywhere for g in result.groups)
     first = None
-    for result, bodies, streamed in served_everywhere:
+    for result, bodies, streamed, _ in served_everywhere:
         for body in bodies:
             with wave.open(io.BytesIO(body)) as w:
                 assert w.getframerate() == 22_050 and w.getnchannels() == 1
@@ -92,6 +122,17 @@ def test_it_speaks_with_the_same_bytes_in_every_feasible_placement(served_everyw
             where = [g.stages for g in result.groups]
             assert bodies == first, f"audio differs in placement {where}"
             assert streamed == first_stream, f"streamed audio differs in placement {where}"
+
+
+def test_captions_are_the_words_said_with_the_same_times_in_every_placement(served_everywhere):
+    first = served_everywhere[0][3]
+    assert [w["word"] for w in first["whole"]] == CAPTIONED.replace(".", "").split()
+    starts = [w["start_time"] for w in first["whole"]]
+    assert starts == sorted(starts) and starts[-1] < len(first["audio"][44:]) / 2 / 22_050
+    assert first["streamed"] == first["whole"]  # streamed: the same words and times
+    for result, _, _, captions in served_everywhere:
+        where = [(g.stages, g.copies) for g in result.groups]
+        assert captions == first, f"captions differ in placement {where}"
 
 
 def _serve(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:

@@ -312,3 +312,40 @@ def test_a_piper_worker_never_loads_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _timed(acoustic, vocoder, payload):
+    """The audio of a request and its words, timed from its start (as the launcher times them)."""
+    from launcher.words import Timeline
+
+    timeline = Timeline(22_050)
+    audio, words = [], []
+    for piece in acoustic(payload):
+        audio.append(vocoder(piece)["audio"])
+        words += timeline.add(audio[-1].size, piece.get("words", ()))
+    return np.concatenate(audio), [*words, *timeline.rest()]
+
+
+@needs.speech
+@needs.espeak
+def test_word_timings_are_the_input_words_in_order_within_their_audio(stages, frontend):
+    acoustic, vocoder = stages
+    text = "Hello, world. I think that in the end, most of the people met at 10:30 on Dr. Smith's!"
+    plain = frontend({"text": text})
+    asked = frontend({"text": text, "timestamps": True})
+    assert asked["ids"].tolist() == plain["ids"].tolist()  # asking changes nothing said
+    got = {}
+    for stream in (False, True):
+        audio, words = _timed(acoustic, vocoder, {**asked, "stream": stream})
+        untimed = np.concatenate([vocoder(c)["audio"] for c in acoustic({**plain,
+                                                                         "stream": stream})])
+        assert np.array_equal(audio, untimed)  # and the audio is the same bits
+        assert [w.word for w in words] == [
+            "Hello", "world", "I", "think", "that", "in", "the", "end", "most", "of", "the",
+            "people", "met", "at", "10:30", "on", "Dr", "Smith's"]
+        starts = [w.start for w in words]
+        assert starts == sorted(starts) and all(w.end > w.start for w in words)
+        assert words[-1].end <= audio.size / 22_050
+        got[stream] = words
+    assert got[False] == got[True]  # the same times whole or streamed
+    assert "words" not in next(acoustic(plain))  # not asked: none
