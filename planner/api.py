@@ -82,10 +82,13 @@ def solve(model_path: str | None = None, config: str | Path | dict[str, Any] | N
 
 
 def load(model_path: str | None = None, config: str | Path | dict[str, Any] | None = None,
-         variant: str | None = None) -> Pipeline:
+         variant: str | None = None, overrides: dict[str, Any] | None = None) -> Pipeline:
     """The validated pipeline of a card (name, model path or architecture), a config overlay on
-    one, or a complete pipeline config. Raises ConfigError (one paragraph) for anything invalid."""
-    return load_pipeline(model_path=model_path, config=config, variant=variant)
+    one, or a complete pipeline config; `overrides`: stage fields over it, as sglang-omni's
+    dotted flags give them (`{"stages": {"vocoder": {"gpu_memory_fraction": 0.1}}}`). Raises
+    ConfigError (one paragraph) for anything invalid."""
+    return load_pipeline(model_path=model_path, config=config, variant=variant,
+                         overrides=overrides)
 
 
 def as_pipeline(model: Pipeline | str, variant: str | None = None) -> Pipeline:

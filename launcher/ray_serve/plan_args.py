@@ -5,6 +5,7 @@ counted against), exactly as `planner solve --format ray-serve` solved it.
 args (every key optional, but one of `model` and `config`):
     model: card name, model path or architecture       config: an overlay or a complete pipeline
     variant: the card's variant                          requests: [{isolate: vocoder}, ...]
+    overrides: stage fields as sglang-omni's dotted flags give them, over the config
     cpus: the CPUs threads were counted against (absent: not counted)
     front_door: the ingress deployment's name (default front_door)
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-ARGS = ("model", "config", "variant", "requests", "cpus", "front_door")
+ARGS = ("model", "config", "variant", "overrides", "requests", "cpus", "front_door")
 FRONT_DOOR = "front_door"
 
 
@@ -34,7 +35,8 @@ def solved(args: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
                          "ray-serve` does, e.g. {isolate: vocoder}") from None
     cpus = args.get("cpus")
     try:
-        pipeline = planner.load(args.get("model"), args.get("config"), args.get("variant"))
+        pipeline = planner.load(args.get("model"), args.get("config"), args.get("variant"),
+                                args.get("overrides"))
         result = planner.solve_pipeline(pipeline, requests=requests, cpus=cpus,
                                         count_cpus=cpus is not None)
     except planner.ConfigError as exc:

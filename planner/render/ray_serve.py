@@ -39,6 +39,8 @@ class Asked:
     config: Mapping[str, Any] | None  # the --config file's contents
     variant: str | None
     requests: tuple[Request | ComputeRequest, ...] = ()
+    # stage fields given as sglang-omni's dotted flags (`--vocoder.gpu_memory_fraction 0.1`)
+    overrides: Mapping[str, Any] | None = None
 
 
 class Unwritable(ValueError):
@@ -71,7 +73,7 @@ def serve_config(result: Result, asked: Asked) -> dict[str, Any]:
     replicas = len(result.packing.replicas) if result.packing is not None else 1
     door = front_door_name(plan)
     args: dict[str, Any] = {"model": asked.model, "config": asked.config,
-                            "variant": asked.variant,
+                            "variant": asked.variant, "overrides": asked.overrides,
                             "requests": [request_dict(r) for r in asked.requests],
                             "cpus": plan.cpu.cpus if plan.cpu is not None else None,
                             "front_door": door}

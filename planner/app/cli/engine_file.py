@@ -32,7 +32,7 @@ def engine_file(fmt: str, model: ModelChoice, requests: Sequence[Request | Compu
         from planner.config import read_yaml
 
         config = read_yaml(model.config)  # carried whole: the file runs where this one is not
-    asked = Asked(model.model_path, config, model.variant, tuple(requests))
+    asked = Asked(model.model_path, config, model.variant, tuple(requests), model.overrides)
     try:
         written = ray_serve_file(result, asked)
     except Unwritable as exc:

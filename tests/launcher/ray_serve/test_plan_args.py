@@ -31,6 +31,27 @@ def test_a_config_travels_in_the_args():
     assert solved(written["applications"][0]["args"])[0] == result.plan
 
 
+def test_dotted_stage_fields_travel_in_the_args():
+    """`--vocoder.gpu_memory_fraction 0.15`: a stage field over the card, which the application
+    must apply too, or it would run another plan than the file describes."""
+    from planner.app.cli import main
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["solve", "fishaudio-s2-pro", "--isolate-stage", "vocoder",
+                     "--vocoder.gpu_memory_fraction", "0.15", "--format", "ray-serve"])
+    assert code == 0
+    args = yaml.safe_load(out.getvalue())["applications"][0]["args"]
+    assert args["overrides"] == {"stages": {"vocoder": {"gpu_memory_fraction": 0.15}}}
+    plan, _ = solved(args)
+    assert plan.stage("vocoder").fraction == 0.15
+    assert plan == planner.solve_pipeline(
+        planner.load("fishaudio-s2-pro", overrides=args["overrides"]),
+        requests=(planner.Isolate("vocoder"),), cpus=args["cpus"], count_cpus=True).plan
+
+
 @pytest.mark.parametrize(("args", "said"), [
     ({"model": "piper-joe", "replicas": 2}, "unknown args replicas"),
     ({"model": "piper-joe", "requests": [{"isolate": "nowhere"}]}, "the plan in args is error"),
