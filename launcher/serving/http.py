@@ -306,8 +306,7 @@ def create_app(deployment: DeploymentFacade, topology: Mapping[str, Any], *,
             return _failed(exc, deployment)
         if not req["stream"]:
             try:
-                audio = await _unless_gone(request, handle,
-                                           run_in_threadpool(handle.result, request_timeout))
+                audio = await _unless_gone(request, handle, handle.result_async(request_timeout))
             except RequestFailed as exc:
                 return _failed(exc, deployment)
             if req["format"] in encode.COMPRESSED:
@@ -317,10 +316,10 @@ def create_app(deployment: DeploymentFacade, topology: Mapping[str, Any], *,
                 body = audio.wav() if req["format"] == "wav" else audio.pcm16()
             return Response(body, media_type=media, headers=headers)
 
-        chunks = handle.chunks(request_timeout)
+        chunks = handle.chunks_async(request_timeout)
         try:
             # Wait for the first chunk here, so that a failure still gets a status code.
-            first = await _unless_gone(request, handle, run_in_threadpool(next, chunks, None))
+            first = await _unless_gone(request, handle, anext(chunks, None))
         except RequestFailed as exc:
             return _failed(exc, deployment)
 
@@ -331,7 +330,7 @@ def create_app(deployment: DeploymentFacade, topology: Mapping[str, Any], *,
                 chunk = first
                 while chunk is not None:
                     yield pcm16(chunk)
-                    chunk = await run_in_threadpool(next, chunks, None)
+                    chunk = await anext(chunks, None)
             except RequestFailed as exc:
                 # The status is gone: an unterminated body is how a stream reports failure.
                 raise _StreamAborted(str(exc)) from None

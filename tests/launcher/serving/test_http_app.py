@@ -21,11 +21,12 @@ from launcher.control.states import DeploymentState
 from launcher.serving.http import create_app
 
 from tests.launcher import plans
+from tests.launcher.serving.handles import AwaitableReads
 
 SPEECH = "/v1/audio/speech"
 
 
-class FakeHandle:
+class FakeHandle(AwaitableReads):
     """A request that streams silence until it is cancelled."""
 
     def __init__(self, fail: Exception | None = None) -> None:
@@ -177,11 +178,9 @@ def test_a_client_disconnect_is_one_log_line_and_cancels_its_request(case, caplo
 class WaitingHandle(FakeHandle):
     """A non-streamed request whose audio never comes; cancelling it ends the wait."""
 
-    def result(self, timeout=None):
-        import time
-
+    async def result_async(self, timeout=None):
         while not self.cancelled:
-            time.sleep(0.005)
+            await asyncio.sleep(0.005)
         raise Unavailable("cancelled by the client")
 
 
