@@ -216,11 +216,12 @@ class Library:
 
 
 # -- ours -------------------------------------------------------------------------------------
-def our_server(flags: list[str]) -> Server:
+def our_server(flags: list[str], root: Path = ROOT) -> Server:
+    """`planner serve hibari-heart FLAGS` from the checkout at `root` (this one by default)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (
-        str(ROOT), os.environ.get("PYTHONPATH"))))}
+        str(root), os.environ.get("PYTHONPATH"))))}
     server = Server(f"planner serve {MODEL}", [sys.executable, "-m", "planner", "serve", MODEL,
-                                               *flags], "/health", env)
+                                               *flags], "/health", env, cwd=root)
     server.argv += ["--port", str(server.port)]
     return server
 

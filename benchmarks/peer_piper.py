@@ -259,6 +259,7 @@ class Server:
     ready_path: str  # GET here answers 200 once it serves
     env: dict[str, str]
     port: int = field(default_factory=free_port)
+    cwd: Path = ROOT  # where it starts (`python -m` imports from there first)
     proc: subprocess.Popen | None = None
     log: object = None
 
@@ -266,7 +267,7 @@ class Server:
         self.log = tempfile.TemporaryFile(mode="w+")
         # A session of its own: Ctrl-C reaches this script, which stops the servers in order.
         self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=self.env, cwd=ROOT, start_new_session=True)
+                                     env=self.env, cwd=self.cwd, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
