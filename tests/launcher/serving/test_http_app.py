@@ -86,6 +86,29 @@ def test_a_body_nested_too_deeply_for_the_parser_is_a_400_naming_the_body():
     assert d.submitted == []
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["with-length", "chunked"])
+def test_a_body_over_the_limit_is_a_413_and_one_at_it_is_read(chunked):
+    from launcher.serving.limits import MAX_BODY_BYTES
+
+    def body(size):
+        raw = json.dumps({"input": "hello", "pad": "x" * size}).encode()
+        return raw + b" " * (MAX_BODY_BYTES - len(raw)) if size == 0 else raw
+
+    def post(raw):
+        content = iter([raw[:1000], raw[1000:]]) if chunked else raw  # no length when chunked
+        # (the fake's audio is not asked for here: what reached the stages is the answer)
+        return TestClient(create_app(d, {}), raise_server_exceptions=False).post(
+            SPEECH, content=content, headers={"content-type": "application/json"})
+
+    d = FakeDeployment()
+    r = post(body(MAX_BODY_BYTES))
+    assert r.status_code == 413
+    assert r.json()["error"]["code"] == "body_too_large" and d.submitted == []
+    assert len(body(0)) == MAX_BODY_BYTES
+    post(body(0))  # at the limit: read, and past the checks to the stages
+    assert d.submitted == [("hello", None, False)]
+
+
 @pytest.mark.parametrize("field", ["input", "voice"])
 def test_a_lone_surrogate_is_a_400_naming_the_field_before_any_stage_sees_it(field):
     d = FakeDeployment()
