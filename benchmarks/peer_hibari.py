@@ -3,9 +3,9 @@ own process, with no server at all.
 
 What a hibari user runs instead of our server is the library: `Hibari()(text)`. Each of the
 library's rows is `peer_hibari_library.py` in processes of its own, with `Hibari(threads=N)`
-(`--library-threads N`, repeatable: onnxruntime's intra- and inter-op threads, which is what
-the library sets; give the threads our plans give their stages), answering whole WAV files
-(the library's `write_wav` into memory, as `Hibari.save` writes them):
+(`--library-threads N`, repeatable, default 1 and 2: the library sets onnxruntime's intra- and
+inter-op threads to N and leaves its spinning on; our plans give the acoustic stage 1 or 2),
+answering whole WAV files (the library's `write_wav` into memory, as `Hibari.save` writes them):
 - `loop-tN` (C=1): one process calling it in a loop;
 - `threads-tN` (C>1): one process whose C threads share one `Hibari` (its documented use; what
   a user who writes a server does);
@@ -23,7 +23,9 @@ warm-up of C requests), `--requests` per system and load over all rounds. It pri
 then per load each system's requests/s, latency p50/p90 and CPU per request (the server's whole
 process tree for ours, and the client's CPU beside it; the library's processes for its rows),
 ours / the library of requests/s paired round by round with the 90% interval, and the issue's
-bars judged against that interval. `--json FILE` writes the raw results (every latency).
+bars (ours at C=4 >= x1.0 of the threads and >= x0.9 of the processes, at C=1 >= x0.8 of the
+loop), each judged against the library's strongest thread count at that load: met when the
+interval lies at or above the bar. `--json FILE` writes the raw results (every latency).
 
     python -m benchmarks.peer_hibari                                # the defaults below
     python -m benchmarks.peer_hibari --quick                        # smoke run
