@@ -38,15 +38,14 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from benchmarks.peer_hibari_library import INDEX, STOP
 from benchmarks.peer_hibari_report import PEERS, PROCESSES, kinds_at, label, peer_name, report
-from benchmarks.peer_piper import BenchFailed, Server, machine, ours_entry, positive, tree_cpu_s
+from benchmarks.line_child import BenchFailed, LineChild
+from benchmarks.peer_piper import Server, machine, ours_entry, positive, tree_cpu_s
 
 from planner.app.bench.load_shapes import Closed, Load
 from planner.app.bench.loadgen import run_load
@@ -134,44 +133,20 @@ def rotated(items: list, by: int) -> list:
 
 
 # -- the library's processes ------------------------------------------------------------------
-class Host:
+class Host(LineChild):
     """peer_hibari_library.py as a child process: one `Hibari` with `threads` threads, reading
-    request indices from `take_fd` when it shares a closed loop with other hosts."""
+    request indices from `take_fd` when it shares a closed loop with other hosts. It imports
+    hibari and nothing of the project."""
 
     def __init__(self, threads: int, take_fd: int) -> None:
         self.threads = threads
-        self.argv = [sys.executable, "-m", "benchmarks.peer_hibari_library", "--threads",
-                     str(threads)]
-        self.log = tempfile.TemporaryFile(mode="w+")
-        # It imports hibari and nothing of the project.
-        self.proc = subprocess.Popen([*self.argv, "--take-fd", str(take_fd)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True, cwd=ROOT, pass_fds=(take_fd,),
-                                     start_new_session=True)
+        super().__init__([sys.executable, "-m", "benchmarks.peer_hibari_library", "--threads",
+                          str(threads), "--take-fd", str(take_fd)], "the library's process",
+                         ROOT, pass_fds=(take_fd,))
         self.ready: dict | None = None
 
-    def reply(self) -> dict:
-        line = self.proc.stdout.readline()
-        if not line:
-            self.log.seek(0)
-            tail = " | ".join(self.log.read().splitlines()[-6:])
-            raise BenchFailed(f"the library's process ({shlex.join(self.argv)}) failed: "
-                              f"{tail or 'it printed nothing'}")
-        return json.loads(line)
-
     def ask(self, texts: list[str], requests: int | None, concurrency: int) -> None:
-        self.proc.stdin.write(json.dumps({"texts": texts, "requests": requests,
-                                          "concurrency": concurrency}) + "\n")
-        self.proc.stdin.flush()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        self.send({"texts": texts, "requests": requests, "concurrency": concurrency})
 
 
 class Library:
@@ -291,7 +266,7 @@ def run(args: argparse.Namespace) -> dict:
     return {"machine": at_start, "load_average_end": machine()["load_average"],
             "ours": {name: flags for name, flags in args.ours},
             "library": {"threads": args.library_threads, "versions": first.ready["versions"],
-                        "argv": first.argv},
+                        "argv": first.argv[:5]},
             "settings": {"rounds": args.rounds, "requests": args.requests,
                          "concurrency": args.concurrency, "warmup": "C requests per run"},
             "texts": list(TEXTS), "runs": runs}

@@ -50,7 +50,8 @@ from pathlib import Path
 import httpx
 
 from benchmarks.peer_hibari import MODEL, ROOT, SPEECH, TEXTS, our_server
-from benchmarks.peer_piper import BenchFailed, machine, positive, tree
+from benchmarks.line_child import BenchFailed
+from benchmarks.peer_piper import machine, positive, tree
 from benchmarks.round_ratios import summarise
 
 from planner.app.bench.load_shapes import Closed, Load

@@ -24,6 +24,7 @@ from launcher.errors import RequestFailed, RequestTimeout
 
 Outcome = Literal["ok", "error", "cancelled"]  # how a request ended
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+_END = object()  # a handle's last event read: no more chunks
 
 
 class SpeechRequest:
@@ -52,17 +53,12 @@ class SpeechRequest:
         while True:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                kind, value = self._events.get(timeout=wait)
+                chunk = self._opened(self._events.get(timeout=wait))
             except queue.Empty:
-                error = RequestTimeout(f"request {self.id}: no audio within {timeout} s")
-                self._cancel(self.id, error, "cancelled")
-                raise error from None
-            if kind == "chunk":
-                yield value
-            elif kind == "end":
+                raise self._timed_out(timeout) from None
+            if chunk is _END:
                 return
-            else:
-                raise value
+            yield chunk
 
     def result(self, timeout: float | None = None) -> Audio:
         parts = list(self.chunks(timeout))
@@ -85,7 +81,7 @@ class SpeechRequest:
         try:
             while True:
                 try:
-                    kind, value = self._events.get_nowait()
+                    chunk = self._opened(self._events.get_nowait())
                 except queue.Empty:
                     ready.clear()
                     if not self._events.empty():  # put after the look, before the clear
@@ -94,22 +90,31 @@ class SpeechRequest:
                         async with asyncio.timeout_at(deadline):
                             await ready.wait()
                     except TimeoutError:
-                        error = RequestTimeout(f"request {self.id}: no audio within {timeout} s")
-                        self._cancel(self.id, error, "cancelled")
-                        raise error from None
+                        raise self._timed_out(timeout) from None
                     continue
-                if kind == "chunk":
-                    yield value
-                elif kind == "end":
+                if chunk is _END:
                     return
-                else:
-                    raise value
+                yield chunk
         finally:
             self._wake = None
 
     async def result_async(self, timeout: float | None = None) -> Audio:
         parts = [chunk async for chunk in self.chunks_async(timeout)]
         return Audio(concatenate(parts), self.sample_rate)
+
+    @staticmethod
+    def _opened(event: tuple[str, Any]) -> Any:
+        """A chunk's samples, `_END` at the end, or the request's error raised."""
+        kind, value = event
+        if kind == "error":
+            raise value
+        return value if kind == "chunk" else _END
+
+    def _timed_out(self, timeout: float | None) -> RequestTimeout:
+        """The caller stopped waiting: the request is cancelled everywhere."""
+        error = RequestTimeout(f"request {self.id}: no audio within {timeout} s")
+        self._cancel(self.id, error, "cancelled")
+        return error
 
     def cancel(self) -> None:
         """Stop the request: its caller will not read the rest."""

@@ -67,75 +67,72 @@ class _Guard:
         transport.close()
 
 
+class _Deadlines:
+    """What both protocols do alike: the head's deadline from the connection's opening, none
+    once a response is complete (uvicorn's keep-alive bound governs), none once it is lost."""
+
+    head_s: float
+    body_s: float
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._guard = _Guard(self)
+        self._guard.arm("head", self.head_s)  # also a connection that never sends a byte
+
+    def on_response_complete(self) -> None:
+        self._guard.disarm()
+        super().on_response_complete()  # type: ignore[misc]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._guard.disarm()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+
 def _guarded_httptools(head_s: float, body_s: float) -> type[Any]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class GuardedHttpTools(HttpToolsProtocol):
-        def connection_made(self, transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._guard = _Guard(self)
-            self._guard.arm("head", head_s)  # also a connection that never sends a byte
-
+    class GuardedHttpTools(_Deadlines, HttpToolsProtocol):
         def on_message_begin(self) -> None:  # the first byte of a request head
             super().on_message_begin()
             if self._guard.what != "head":
-                self._guard.arm("head", head_s)
+                self._guard.arm("head", self.head_s)
 
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
-            self._guard.arm("body", body_s)  # until on_message_complete, which may be at once
+            self._guard.arm("body", self.body_s)  # until on_message_complete (maybe at once)
 
         def on_body(self, body: bytes) -> None:
             super().on_body(body)
-            self._guard.arm("body", body_s)  # each byte of the body restarts it
+            self._guard.arm("body", self.body_s)  # each byte of the body restarts it
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
             self._guard.disarm()  # the request is complete
 
-        def on_response_complete(self) -> None:
-            self._guard.disarm()  # idle now: the keep-alive timer that uvicorn sets governs
-            super().on_response_complete()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._guard.disarm()
-            super().connection_lost(exc)
-
         def idle(self) -> bool:
             """No request is being answered: a 408 cannot cut into a response."""
             return self.cycle is None or self.cycle.response_complete
 
+    GuardedHttpTools.head_s, GuardedHttpTools.body_s = head_s, body_s
     return GuardedHttpTools
 
 
 def _guarded_h11(head_s: float, body_s: float) -> type[H11Protocol]:
-    class GuardedH11(H11Protocol):
-        def connection_made(self, transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._guard = _Guard(self)
-            self._guard.arm("head", head_s)  # also a connection that never sends a byte
-
+    class GuardedH11(_Deadlines, H11Protocol):
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             state = self.conn.their_state
             if state is h11.IDLE:  # part of a head so far
                 if self._guard.what != "head":
-                    self._guard.arm("head", head_s)
+                    self._guard.arm("head", self.head_s)
             elif state is h11.SEND_BODY:
-                self._guard.arm("body", body_s)  # each byte of the body restarts it
+                self._guard.arm("body", self.body_s)  # each byte of the body restarts it
             else:
                 self._guard.disarm()  # the request is complete
-
-        def on_response_complete(self) -> None:
-            self._guard.disarm()  # idle now: the keep-alive timer that uvicorn sets governs
-            super().on_response_complete()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._guard.disarm()
-            super().connection_lost(exc)
 
         def idle(self) -> bool:
             """No request is being answered: a 408 cannot cut into a response."""
             return self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE
 
+    GuardedH11.head_s, GuardedH11.body_s = head_s, body_s
     return GuardedH11
