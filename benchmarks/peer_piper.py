@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.line_child import BenchFailed, LineChild
 from benchmarks.machine import cpu_name
 from benchmarks.peer_piper_report import PIPER, report
 
@@ -54,11 +55,6 @@ PIPER_VERSION = "1.8.0"
 PEER_PACKAGES = (f"piper-tts=={PIPER_VERSION}", "flask")
 DEFAULTS = {"rounds": 4, "requests": 144, "graph_texts": 12}
 QUICK = {"rounds": 2, "requests": 8, "graph_texts": 4}
-
-
-class BenchFailed(Exception):
-    """What stops the run, said for the user (exit 2): a server that will not serve, a venv
-    pip cannot fill, a voice not where piper looks, a bench run that failed."""
 
 
 # -- arguments ---------------------------------------------------------------------------------
@@ -259,6 +255,7 @@ class Server:
     ready_path: str  # GET here answers 200 once it serves
     env: dict[str, str]
     port: int = field(default_factory=free_port)
+    cwd: Path = ROOT  # where it starts (`python -m` imports from there first)
     proc: subprocess.Popen | None = None
     log: object = None
 
@@ -266,7 +263,7 @@ class Server:
         self.log = tempfile.TemporaryFile(mode="w+")
         # A session of its own: Ctrl-C reaches this script, which stops the servers in order.
         self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=self.env, cwd=ROOT, start_new_session=True)
+                                     env=self.env, cwd=self.cwd, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -311,42 +308,20 @@ def piper_server(python: Path, model: Path, scales: dict[str, float]) -> Server:
     return server
 
 
-class Graph:
+class Graph(LineChild):
     """peer_piper_graph.py as a child process: the voice graph in one process, one thread."""
 
     def __init__(self) -> None:
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("peer_piper_graph.py"))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
-            cwd=ROOT, start_new_session=True)
-        self._reply()
-
-    def _reply(self) -> dict:
-        line = self.proc.stdout.readline()
-        if not line:
-            self.log.seek(0)
-            tail = " | ".join(self.log.read().splitlines()[-6:])
-            raise BenchFailed(f"the in-process voice graph (peer_piper_graph.py) failed: "
-                              f"{tail or 'it printed nothing'}")
-        return json.loads(line)
+        super().__init__([sys.executable, str(Path(__file__).with_name("peer_piper_graph.py"))],
+                         "the in-process voice graph", ROOT)
+        self.reply()
 
     def cpu_per_request_s(self, texts: list[str]) -> float:
         """CPU seconds of the graph's process tree (espeak-ng included) per text."""
         before = tree_cpu_s(self.proc.pid)
-        self.proc.stdin.write(json.dumps({"sentences": texts}) + "\n")
-        self.proc.stdin.flush()
-        self._reply()
+        self.send({"sentences": texts})
+        self.reply()
         return (tree_cpu_s(self.proc.pid) - before) / len(texts)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 # -- the run -------------------------------------------------------------------------------------

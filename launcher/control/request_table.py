@@ -3,14 +3,19 @@
 `RequestTable` is pure bookkeeping (no processes, no I/O): which processes hold a request (so a
 death fails exactly those), how requests ended, how long they took. See `protocol` for the
 messages that drive it.
+
+A handle is read from a thread (`chunks`, `result`: they block) or from an event loop
+(`chunks_async`, `result_async`): there the thread that feeds the handle wakes the loop itself,
+so waiting takes no thread of a pool, and each chunk one wake-up instead of two.
 """
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -20,6 +25,7 @@ from launcher.words import Timeline, WordTiming
 
 Outcome = Literal["ok", "error", "cancelled"]  # how a request ended
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+_END = object()  # a handle's last event read: no more chunks
 
 
 class SpeechRequest:
@@ -41,6 +47,7 @@ class SpeechRequest:
         self.done = False
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._cancel = cancel
+        self._wake: Callable[[], None] | None = None  # set while an event loop waits on it
 
     def chunks(self, timeout: float | None = None) -> Iterator[Any]:
         """Audio chunks (float32, mono) in order, each as soon as the terminal stage produced it:
@@ -76,37 +83,114 @@ class SpeechRequest:
         while True:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                kind, value = self._events.get(timeout=wait)
+                chunk = self._opened(self._events.get(timeout=wait))
             except queue.Empty:
-                error = RequestTimeout(f"request {self.id}: no audio within {timeout} s")
-                self._cancel(self.id, error, "cancelled")
-                raise error from None
-            if kind == "chunk":
-                yield value
-            elif kind == "end":
+                raise self._timed_out(timeout) from None
+            if chunk is _END:
                 return
-            else:
-                raise value
+            yield chunk
 
     def result(self, timeout: float | None = None) -> Audio:
         parts = list(self.chunks(timeout))
         return Audio(concatenate(parts), self.sample_rate)
+
+    async def chunks_async(self, timeout: float | None = None) -> AsyncIterator[Any]:
+        """`chunks` for a coroutine on an event loop: the same chunks, errors and timeout (which
+        cancels the request), awaited rather than waited for on a thread."""
+        async for samples, _ in self._outputs_async(timeout):
+            yield samples
+
+    async def _outputs_async(self, timeout: float | None
+                             ) -> AsyncIterator[tuple[Any, tuple[WordTiming, ...]]]:
+        """`_outputs`, awaited: the thread that feeds the handle wakes the loop."""
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+
+        def wake() -> None:
+            try:
+                loop.call_soon_threadsafe(ready.set)
+            except RuntimeError:  # the loop has closed: nobody is waiting any more
+                pass
+
+        self._wake = wake
+        deadline = None if timeout is None else loop.time() + timeout
+        try:
+            while True:
+                try:
+                    chunk = self._opened(self._events.get_nowait())
+                except queue.Empty:
+                    ready.clear()
+                    if not self._events.empty():  # put after the look, before the clear
+                        continue
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            await ready.wait()
+                    except TimeoutError:
+                        raise self._timed_out(timeout) from None
+                    continue
+                if chunk is _END:
+                    return
+                yield chunk
+        finally:
+            self._wake = None
+
+    async def captioned_async(self, timeout: float | None = None
+                              ) -> AsyncIterator[tuple[Any, tuple[WordTiming, ...]]]:
+        """`captioned`, awaited."""
+        timeline = Timeline(self.sample_rate)
+        async for samples, words in self._outputs_async(timeout):
+            yield samples, timeline.add(len(samples), words)
+        if rest := timeline.rest():
+            yield concatenate([]), rest
+
+    async def captioned_result_async(self, timeout: float | None = None
+                                     ) -> tuple[Audio, tuple[WordTiming, ...]]:
+        """`captioned_result`, awaited."""
+        parts, words = [], []
+        async for samples, due in self.captioned_async(timeout):
+            if len(samples):  # not the empty end piece, which may be of another array kind
+                parts.append(samples)
+            words += due
+        return Audio(concatenate(parts), self.sample_rate), tuple(words)
+
+    async def result_async(self, timeout: float | None = None) -> Audio:
+        parts = [chunk async for chunk in self.chunks_async(timeout)]
+        return Audio(concatenate(parts), self.sample_rate)
+
+    @staticmethod
+    def _opened(event: tuple[str, Any]) -> Any:
+        """A chunk's samples, `_END` at the end, or the request's error raised."""
+        kind, value = event
+        if kind == "error":
+            raise value
+        return value if kind == "chunk" else _END
+
+    def _timed_out(self, timeout: float | None) -> RequestTimeout:
+        """The caller stopped waiting: the request is cancelled everywhere."""
+        error = RequestTimeout(f"request {self.id}: no audio within {timeout} s")
+        self._cancel(self.id, error, "cancelled")
+        return error
 
     def cancel(self) -> None:
         """Stop the request: its caller will not read the rest."""
         self._cancel(self.id, RequestFailed("cancelled by the client"), "cancelled")
 
     # -- fed by the supervisor -------------------------------------------------------------------
+    def _put(self, event: tuple[str, Any]) -> None:
+        self._events.put(event)
+        if (wake := self._wake) is not None:
+            wake()
+
     def _chunk(self, samples: Any, words: tuple[WordTiming, ...] = ()) -> None:
-        self._events.put(("chunk", (samples, words)))
+        self._put(("chunk", (samples, words)))
 
     def _end(self) -> None:
         self.done = True
-        self._events.put(("end", None))
+        self._put(("end", None))
 
     def _fail(self, error: RequestFailed) -> None:
         self.done = True
-        self._events.put(("error", error))
+        self._put(("error", error))
 
 
 @dataclass

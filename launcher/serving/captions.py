@@ -29,7 +29,6 @@ import base64
 import json
 from collections.abc import Awaitable, Callable, Iterable
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -95,7 +94,7 @@ def endpoint(deployment: DeploymentFacade, catalog: Catalog, *, max_input_chars:
         if not stream:
             try:
                 audio, words = await unless_gone(
-                    request, handle, run_in_threadpool(handle.captioned_result, request_timeout))
+                    request, handle, handle.captioned_result_async(request_timeout))
             except RequestFailed as exc:
                 return failed(exc, deployment)
             body = await encode.whole(audio, fmt)
@@ -104,7 +103,7 @@ def endpoint(deployment: DeploymentFacade, catalog: Catalog, *, max_input_chars:
                                  "timestamps": timestamps_json(words if asked else ())},
                                 headers=headers)
 
-        pieces = handle.captioned(request_timeout)
+        pieces = handle.captioned_async(request_timeout)
         try:
             first = await first_of(request, handle, pieces)
         except RequestFailed as exc:

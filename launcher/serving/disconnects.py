@@ -5,10 +5,9 @@ streaming endpoints (`http`, `captions`) send their bodies through `streamed`.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 
 from launcher.control.request_table import SpeechRequest
@@ -43,24 +42,24 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def first_of(request: Request, handle: SpeechRequest, items: Iterator[Any]) -> Any:
+async def first_of(request: Request, handle: SpeechRequest, items: AsyncIterator[Any]) -> Any:
     """The stream's first item (None: it has none), waited for before the response starts, so
     that a failure still gets a status code; raises the request's failure, or the disconnect."""
-    return await unless_gone(request, handle, run_in_threadpool(next, items, None))
+    return await unless_gone(request, handle, anext(items, None))
 
 
-async def streamed(handle: SpeechRequest, first: Any, items: Iterator[Any],
+async def streamed(handle: SpeechRequest, first: Any, items: AsyncIterator[Any],
                    render: Callable[[Any], bytes]) -> AsyncIterator[bytes]:
-    """A streamed body: `first`, then each next item as it comes (waited for on a worker
-    thread), each as `render` writes it (an empty rendering sends nothing). A failure now, when
-    the status is gone, aborts the stream unterminated; a request left unfinished (its client
-    gone) is cancelled at once."""
+    """A streamed body: `first`, then each next item as it comes (awaited: the thread that feeds
+    the handle wakes the loop), each as `render` writes it (an empty rendering sends nothing). A
+    failure now, when the status is gone, aborts the stream unterminated; a request left
+    unfinished (its client gone) is cancelled at once."""
     try:
         item = first
         while item is not None:
             if data := render(item):
                 yield data
-            item = await run_in_threadpool(next, items, None)
+            item = await anext(items, None)
     except RequestFailed as exc:
         raise StreamAborted(str(exc)) from None
     finally:

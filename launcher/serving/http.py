@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -116,14 +115,13 @@ def create_app(deployment: DeploymentFacade, topology: Mapping[str, Any], *,
             return failed(exc, deployment)
         if not req["stream"]:
             try:
-                audio = await unless_gone(request, handle,
-                                          run_in_threadpool(handle.result, request_timeout))
+                audio = await unless_gone(request, handle, handle.result_async(request_timeout))
             except RequestFailed as exc:
                 return failed(exc, deployment)
             body = await encode.whole(audio, req["format"])
             return Response(body, media_type=media, headers=headers)
 
-        chunks = handle.chunks(request_timeout)
+        chunks = handle.chunks_async(request_timeout)
         try:
             first = await first_of(request, handle, chunks)
         except RequestFailed as exc:

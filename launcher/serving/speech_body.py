@@ -107,17 +107,21 @@ def _unicode(field: str, value: str) -> None:
                          f"invalid_{field}") from None
 
 
+def _too_large() -> BadRequest:
+    # Made only when needed: a refusal builds its JSON response, which every request would pay.
+    return BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes", "body_too_large")
+
+
 async def _read(request: Request) -> bytes:
-    too_large = BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes", "body_too_large")
     length = request.headers.get("content-length")
     if length is not None and length.isascii() and length.isdigit() \
             and int(length) > MAX_BODY_BYTES:
-        raise too_large
+        raise _too_large()
     parts, size = [], 0
     async for part in request.stream():  # also bounds a chunked body that gives no length
         size += len(part)
         if size > MAX_BODY_BYTES:
-            raise too_large
+            raise _too_large()
         parts.append(part)
     return b"".join(parts)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -100,6 +101,49 @@ def test_a_caller_that_stops_waiting_cancels_its_request():
         h.result(timeout=0.01)
     h.cancel()
     assert cancels == [(7, "cancelled"), (7, "cancelled")]
+
+
+def test_an_event_loop_reads_the_same_chunks_fed_from_another_thread_as_they_come():
+    """The front door awaits a handle on its event loop: the supervisor's thread that feeds it
+    wakes the loop, chunk by chunk, and the answer is what the blocking read gives."""
+    h, whole = handle(1), handle(2)
+
+    def feed(target: SpeechRequest, gate: threading.Event | None) -> None:
+        for i in range(3):
+            target._chunk(torch.full((2,), float(i)))
+            if gate is not None:
+                gate.wait(10)  # the next chunk only once the loop has taken this one
+                gate.clear()
+        target._end()
+
+    async def read() -> tuple[list, list]:
+        gate, seen = threading.Event(), []
+        threading.Thread(target=feed, args=(h, gate)).start()
+        async for chunk in h.chunks_async(timeout=10):
+            seen.append(chunk.tolist())
+            gate.set()
+        threading.Thread(target=feed, args=(whole, None)).start()
+        audio = await whole.result_async(timeout=10)
+        return seen, audio.samples.tolist()
+
+    seen, samples = asyncio.run(read())
+    assert seen == [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]] and h.done
+    assert samples == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
+    failing = handle(3)
+    threading.Timer(0.05, failing._fail, (RequestFailed("stage 'vocoder' failed"),)).start()
+    with pytest.raises(RequestFailed, match="vocoder"):
+        asyncio.run(failing.result_async(timeout=10))
+
+
+def test_a_loop_that_stops_waiting_cancels_its_request_and_a_late_chunk_harms_nothing():
+    cancels = []
+    h = handle(7, cancels)
+    with pytest.raises(RequestTimeout):
+        asyncio.run(h.result_async(timeout=0.01))
+    assert cancels == [(7, "cancelled")]
+    h._chunk(torch.ones(1))  # its loop is gone: feeding it still returns
+    h._end()
+    assert h.result(timeout=1).samples.tolist() == [1.0]
 
 
 def test_a_request_passed_on_moves_from_its_sender_to_its_receiver():

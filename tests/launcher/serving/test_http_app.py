@@ -21,11 +21,12 @@ from launcher.control.states import DeploymentState
 from launcher.serving.http import create_app
 
 from tests.launcher import plans
+from tests.launcher.serving.handles import AwaitableReads
 
 SPEECH = "/v1/audio/speech"
 
 
-class FakeHandle:
+class FakeHandle(AwaitableReads):
     """A request that streams silence until it is cancelled."""
 
     def __init__(self, fail: Exception | None = None) -> None:
@@ -83,6 +84,29 @@ def test_a_body_nested_too_deeply_for_the_parser_is_a_400_naming_the_body():
     error = r.json()["error"]
     assert error["code"] == "invalid_json" and "body" in error["message"]
     assert d.submitted == []
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["with-length", "chunked"])
+def test_a_body_over_the_limit_is_a_413_and_one_at_it_is_read(chunked):
+    from launcher.serving.limits import MAX_BODY_BYTES
+
+    def body(size):
+        raw = json.dumps({"input": "hello", "pad": "x" * size}).encode()
+        return raw + b" " * (MAX_BODY_BYTES - len(raw)) if size == 0 else raw
+
+    def post(raw):
+        content = iter([raw[:1000], raw[1000:]]) if chunked else raw  # no length when chunked
+        # (the fake's audio is not asked for here: what reached the stages is the answer)
+        return TestClient(create_app(d, {}), raise_server_exceptions=False).post(
+            SPEECH, content=content, headers={"content-type": "application/json"})
+
+    d = FakeDeployment()
+    r = post(body(MAX_BODY_BYTES))
+    assert r.status_code == 413
+    assert r.json()["error"]["code"] == "body_too_large" and d.submitted == []
+    assert len(body(0)) == MAX_BODY_BYTES
+    post(body(0))  # at the limit: read, and past the checks to the stages
+    assert d.submitted == [("hello", None, False)]
 
 
 @pytest.mark.parametrize("field", ["input", "voice"])
@@ -177,11 +201,9 @@ def test_a_client_disconnect_is_one_log_line_and_cancels_its_request(case, caplo
 class WaitingHandle(FakeHandle):
     """A non-streamed request whose audio never comes; cancelling it ends the wait."""
 
-    def result(self, timeout=None):
-        import time
-
+    async def result_async(self, timeout=None):
         while not self.cancelled:
-            time.sleep(0.005)
+            await asyncio.sleep(0.005)
         raise Unavailable("cancelled by the client")
 
 

@@ -18,6 +18,7 @@ from launcher.serving.catalog import OPENAI_ALIASES
 from launcher.serving.http import create_app
 from launcher.serving.replica_set import ReplicaSet
 from launcher.serving.catalog import OPENAI_VOICES, Catalog
+from tests.launcher.serving.handles import AwaitableReads
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # Starlette's note about httpx2
@@ -27,7 +28,7 @@ SPEECH = "/v1/audio/speech"
 PIPER_PATH = "rhasspy/piper-voices/en_US-joe-medium"  # one of piper-joe's model paths
 
 
-class Handle:
+class Handle(AwaitableReads):
     done = False
 
     def result(self, timeout=None):

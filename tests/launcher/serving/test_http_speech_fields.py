@@ -18,12 +18,13 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from launcher.serving.http import create_app
+from tests.launcher.serving.handles import AwaitableReads
 
 SPEECH = "/v1/audio/speech"
 TONE = torch.sin(torch.arange(2205, dtype=torch.float32) * 0.1) * 0.5
 
 
-class Handle:
+class Handle(AwaitableReads):
     done = False
 
     def result(self, timeout=None):

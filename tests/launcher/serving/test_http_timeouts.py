@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from launcher.serving.http_timeouts import guarded
+from launcher.serving import http_timeouts
 
 from tests.waiting import wait_until
 
@@ -28,13 +28,25 @@ async def slow_echo(request: Request) -> PlainTextResponse:
     return PlainTextResponse(body.decode())
 
 
-@pytest.fixture(scope="module")
-def address():
+# `guarded` serves httptools' protocol where httptools is installed, h11's where not: both kept.
+PROTOCOLS = {"httptools": http_timeouts._guarded_httptools, "h11": http_timeouts._guarded_h11}
+
+
+def test_guarded_is_the_httptools_protocol_where_httptools_is_installed():
+    pytest.importorskip("httptools")
+    assert http_timeouts.guarded().__name__ == "GuardedHttpTools"
+
+
+@pytest.fixture(scope="module", params=sorted(PROTOCOLS))
+def address(request):
     app = Starlette(routes=[Route("/", slow_echo, methods=["POST"])])
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    if request.param == "httptools":
+        pytest.importorskip("httptools")
     config = uvicorn.Config(app, log_level="error", lifespan="off",
-                            http=guarded(BOUND_S, BOUND_S), timeout_keep_alive=BOUND_S)
+                            http=PROTOCOLS[request.param](BOUND_S, BOUND_S),
+                            timeout_keep_alive=BOUND_S)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
