@@ -188,11 +188,12 @@ def check(example: Example, workdir: Path) -> list[str]:
     return problems
 
 
-def update(page: Path) -> int:
-    """Rerun the page's examples in order and write their outputs into it; how many blocks
-    changed."""
+def update(page: Path, only: str | None = None) -> int:
+    """Rerun the page's examples in order (with `only`: those whose first command is it) and
+    write their outputs into it; how many blocks changed."""
     lines = page.read_text(encoding="utf-8").splitlines()
-    found, bodies = examples(page), []
+    found = [e for e in examples(page) if only is None or e.commands[0].text == only]
+    bodies = []
     with tempfile.TemporaryDirectory(prefix="doc-examples-") as tmp:
         for example in found:
             print(f"{page}: {example.name}", file=sys.stderr)
@@ -216,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pages", nargs="+", type=Path)
     parser.add_argument("--update", action="store_true",
                         help="write each command's output into the page")
+    parser.add_argument("--only", metavar="COMMAND",
+                        help="only the examples whose first command is COMMAND (without `$ `)")
     args = parser.parse_args(argv)
     if not page_cpus_available():
         parser.error(f"the pages were made on CPUs {sorted(PAGE_CPUS)}; this process may not "
@@ -223,10 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for page in args.pages:
         if args.update:
-            print(f"{page}: {update(page)} example(s) rewritten", file=sys.stderr)
+            print(f"{page}: {update(page, args.only)} example(s) rewritten", file=sys.stderr)
             continue
         with tempfile.TemporaryDirectory(prefix="doc-examples-") as tmp:
             for example in examples(page):
+                if args.only is not None and example.commands[0].text != args.only:
+                    continue
                 problems = check(example, Path(tmp))
                 failed += bool(problems)
                 print(f"{page}: {example.name}: {'differs' if problems else 'ok'}",
