@@ -29,6 +29,7 @@ OPTIONAL_PREFIXES = ("advice ", "note: ")
 # Lines whose text names what won: compared up to their first colon.
 VERDICT_PREFIXES = ("winner ",)
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*\*?")
+RULE = re.compile(r"[─━═]+")  # a table's rule or a progress bar, as long as the columns are wide
 FILE_COMMENT = re.compile(r"^# ([\w./-]+\.(?:py|ya?ml))\s*$")
 
 
@@ -143,8 +144,9 @@ def files(page: Path) -> dict[str, str]:
 # --- comparing -----------------------------------------------------------------------------
 
 def shape(line: str) -> str:
-    """A line as a measured run's shape: numbers masked, the Pareto star and spacing dropped."""
-    masked = " ".join(NUMBER.sub("#", line.replace("★", " ")).split())
+    """A line as a measured run's shape: numbers masked, rules one character long, the Pareto star
+    and spacing dropped."""
+    masked = " ".join(RULE.sub("─", NUMBER.sub("#", line.replace("★", " "))).split())
     if masked.startswith(VERDICT_PREFIXES):
         return masked.split(":", 1)[0] + ":"
     return masked

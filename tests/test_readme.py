@@ -116,6 +116,8 @@ def test_a_measured_example_may_differ_in_numbers_and_verdicts_not_in_columns_or
     assert not matches(page, recolumned, Kind.SHAPE)
     assert shape("HTTP 200, audio/wav, 122444 bytes in 0.044976s") == \
         "HTTP #, audio/wav, # bytes in #s"
+    # a wider placement column lengthens the rule under the header: the same table
+    assert matches(["placement  load", "─" * 20], ["placement    load", "─" * 24], Kind.SHAPE)
 
 
 def test_an_elision_stands_for_any_lines_and_an_update_keeps_it():
