@@ -29,7 +29,7 @@ OPTIONAL_PREFIXES = ("advice ", "note: ")
 # Lines whose text names what won: compared up to their first colon.
 VERDICT_PREFIXES = ("winner ",)
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*\*?")
-RULE = re.compile(r"[─━═]+")  # a table's rule or a progress bar, as long as the columns are wide
+RULE = re.compile(r"[─━═]+")  # a table rule or a progress bar: as long as the columns are wide
 FILE_COMMENT = re.compile(r"^# ([\w./-]+\.(?:py|ya?ml))\s*$")
 
 
