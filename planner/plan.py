@@ -79,7 +79,7 @@ class ProcessGroup:
     copies: int = 1  # OS processes running these stages side by side; a request uses one
     # The CPUs every copy's threads may run on (`--process-cpus`); () leaves it to the OS. Pinned,
     # a process's interpreter-lock hand-overs cannot wake a thread onto a CPU where another
-    # process's thread runs (docs/tune.md, "Where the cores idle").
+    # process's thread runs (benchmarks/EVIDENCE.md, "Where the cores idle").
     cpus: tuple[int, ...] = ()
     # The GPU of each copy, in copy order, where its copies do not all run on `gpu`
     # (`processes: {NAME: {gpus: [...]}}`, sglang-omni's `replica_devices`); () otherwise.

@@ -5,8 +5,8 @@
 Reads every `results.json` of `planner bench` under DIR (tune's --verify runs and the head to
 heads of generated.py write them too) and prints, per placement and load, the share bench
 recorded (`cpu_stolen_of_running`), then the share over all of them weighted by requests: the
-figure a judging rule's "quiet" (at most 10%, docs/tune.md) is read from. With --write, the same
-as JSON.
+figure a judging rule's "quiet" (at most 10%, benchmarks/EVIDENCE.md) is read from. With
+--write, the same as JSON.
 """
 
 from __future__ import annotations

@@ -258,12 +258,19 @@ def render_show(console: Console, pipeline: Pipeline, plan: Plan) -> None:
 
 
 def render_models(console: Console, cards: tuple[Card, ...]) -> None:
-    t = Table(title="built-in model cards", title_justify="left", show_lines=True)
-    t.add_column("card", style="bold")
-    t.add_column("model")
-    t.add_column("variants")
-    t.add_column("selected by (--model-path)", overflow="fold")
+    """One card per row: its name (and the model's), its variants and every name that selects it,
+    one a line. Those names are what a user copies, so they are never wrapped: with no vertical
+    rules the table fits 80 columns (tests/planner/test_models_table.py)."""
+    from rich import box
+
+    t = Table(title="built-in model cards", title_justify="left", box=box.SIMPLE_HEAD,
+              show_lines=True, show_edge=False, pad_edge=False)
+    t.add_column("card (model)", min_width=max(len(c.name) for c in cards))
+    t.add_column("variants", no_wrap=True)
+    t.add_column("selected by (MODEL or --model-path)", no_wrap=True)
     for c in cards:
-        t.add_row(c.name, c.display_name, ", ".join(c.variants),
+        name = Text(c.name, style="bold")
+        name.append(f"\n{c.display_name}", style="dim")
+        t.add_row(name, "\n".join(c.variants),
                   "\n".join([*c.model_paths, *c.architectures]) or c.name)
     console.print(t)

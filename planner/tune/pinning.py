@@ -6,8 +6,9 @@ With every CPU busy, Linux may place the woken thread on the CPU where another p
 runs, preempting it; the hander then sleeps, and its CPU idles until a scheduler tick moves the
 preempted thread over (a thread that ran a moment ago is not taken at once). The model shares the
 cores as one queue and never idles one beside a waiting thread; a pinned group's wake-ups stay on
-its CPU, which is what makes the machine behave so (docs/tune.md, "Where the cores idle"). The
-rule was measured before it was kept and judged after (benchmarks/EVIDENCE.md, "Pins").
+its CPU, which is what makes the machine behave so (benchmarks/EVIDENCE.md, "Where the cores
+idle"). The rule was measured before it was kept and judged after (benchmarks/EVIDENCE.md,
+"Pins").
 
 The rule: the group of at least two stages, run in one copy, none of them with more than one
 thread, whose CPU work at the predicted rate needs the largest share of one CPU, if that share is

@@ -21,8 +21,8 @@ is *overloaded*, whatever its percentiles: requests arrive faster than it comple
 backlog grows for as long as it serves. Its TTFA over a run of a few hundred requests can still
 look fine, since the launcher's fair order (`planner.fair_queue`) serves a new request's first
 item before earlier requests' later chunks: first audio stays early while the open streams starve
-(docs/tune.md, "Served on the real voice"). So a plan meets only when the band's low capacity
-keeps up with the rate too (marginal when only the median does), an overloaded plan's percentiles
+(benchmarks/EVIDENCE.md, "Served on the real voice"). So a plan meets only when the band's low
+capacity keeps up with the rate too (marginal when only the median does), an overloaded plan's percentiles
 are its one draw's (banding them would only measure the run's length), and replicas are counted
 so that each one's share of the rate is within its capacity.
 """

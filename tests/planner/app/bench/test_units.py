@@ -187,7 +187,7 @@ def test_the_same_processes_with_other_threads_or_copies_are_other_placements():
         "threads=--isolate-stage vocoder --stage-threads vocoder=2",
         "pinned=--isolate-stage vocoder --process-cpus vocoder=0",
         "again=--process-copies vocoder=2 --isolate-stage vocoder"], None)
-    # pinned: the same processes on chosen CPUs measured 14% apart (docs/tune.md)
+    # pinned: the same processes on chosen CPUs measured 14% apart (benchmarks/EVIDENCE.md)
     assert [p.name for p in chosen] == ["declared", "split", "copies", "threads", "pinned"]
     assert notes == ["again runs the same processes as copies; measured once"]
     copies = chosen[2]
