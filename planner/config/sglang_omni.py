@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from planner.config.values import describe
+from planner.config.values import describe, key_path
 from planner.errors import ConfigIssue
 from planner.pipeline import Carried
 
@@ -79,7 +79,7 @@ class _Reader:
                 continue
             n = _whole(value)
             if n is None:
-                self.issue(f"{key}.{var}", f"got {describe(value)}",
+                self.issue(key_path(key, var), f"got {describe(value)}",
                            f"a whole number of threads, e.g. {var}: '2'")
             else:
                 counts[var] = n
@@ -92,7 +92,9 @@ class _Reader:
 
     def stage(self, name: Any, fields: Any) -> dict[str, Any] | None:
         """One `stages.<name>` mapping as a planner stage entry."""
-        key = f"stages.{name}"
+        key = key_path("stages", name)  # a name that is not plain is quoted: one line
+        # an example names the stage only where its name can be pasted as it is
+        example = name if key == f"stages.{name}" else "vocoder"
         if not isinstance(name, str):
             self.issue(key, f"stage name {describe(name)} is not text",
                        "stages are keyed by their names, e.g. stages: {vocoder: {process: "
@@ -102,12 +104,12 @@ class _Reader:
             fields = {}
         if not isinstance(fields, dict):
             self.issue(key, f"got {describe(fields)}",
-                       f"a mapping of the stage's fields, e.g. stages: {{{name}: {{process: "
-                       f"{name}}}}}")
+                       f"a mapping of the stage's fields, e.g. stages: {{{example}: {{process: "
+                       f"{example}}}}}")
             return None
         entry: dict[str, Any] = {"name": name}
         for field, value in fields.items():
-            where = f"{key}.{field}"
+            where = key_path(key, field)
             if field == "name":
                 if value != name:
                     self.issue(where, f"renames stage {name!r} to {describe(value)}",
