@@ -41,7 +41,13 @@ def resolve_device(requested: str) -> tuple[str, str | None]:
         raise LaunchError(f"device must be auto, cpu or cuda, not {requested!r}")
     if requested == "cpu":
         return "cpu", None
-    import torch
+    try:
+        import torch
+    except ImportError:  # stages on onnxruntime or numpy need no torch; CUDA here is torch's
+        if requested == "cuda":
+            raise LaunchError("device cuda was requested but torch is not installed (pip install "
+                              "-c constraints.txt -e '.[serve]' brings it)") from None
+        return "cpu", None
 
     available = torch.cuda.is_available()
     if requested == "cuda" and not available:
