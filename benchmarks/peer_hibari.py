@@ -57,8 +57,11 @@ DEFAULTS = {"rounds": 8, "requests": 384}
 QUICK = {"rounds": 2, "requests": 8}
 # Our plans by default: the card as declared, and what `planner tune hibari-heart` picked from a
 # fresh profile for each load asked alone (2-vCPU AMD EPYC dev VM; docs/performance.md).
-DEFAULT_OURS = ("declared=", "c1=--stage-threads acoustic=2 --stage-threads vocoder=2",
-                "c4=--isolate-stage frontend --process-copies pipeline=2")
+# The declared topology and what `planner tune hibari-heart` picked for C=1 and C=4 from a fresh
+# profile on a quiet 2-vCPU machine (benchmarks/EVIDENCE.md, "hibari-heart: tune's picks").
+DEFAULT_OURS = ("declared=", "c1=--stage-threads acoustic=2",
+                "c4=--isolate-stage acoustic --process-copies pipeline=2 "
+                "--process-copies acoustic=2")
 SPEECH = Speech(model=MODEL, voice="heart", format="wav")
 # Held out: no test speaks these (tests/models/hibari has its own), nor does bench's generator.
 TEXTS = (
