@@ -7,8 +7,10 @@ library's rows is `peer_hibari_library.py` in processes of its own, with `Hibari
 inter-op threads to N and leaves its spinning on; our plans give the acoustic stage 1 or 2),
 answering whole WAV files (the library's `write_wav` into memory, as `Hibari.save` writes them):
 - `loop-tN` (C=1): one process calling it in a loop;
-- `threads-tN` (C>1): one process whose C threads share one `Hibari` (its documented use; what
-  a user who writes a server does);
+- `server-tN` (C>1): the HTTP server a user writes around it (peer_hibari_server.py: Starlette
+  on uvicorn, its request threads sharing one `Hibari`), asked by the same client as ours;
+- `threads-tN` (C>1): one process whose C threads share one `Hibari` (its documented use), with
+  no HTTP;
 - `processes-tN` (C>1): C processes, each with its own `Hibari`, started at once (no HTTP, no
   handoff: this voice's limit on the machine).
 Ours (`--ours NAME='FLAGS'`, repeatable) is `planner serve hibari-heart FLAGS`, each started
@@ -23,8 +25,8 @@ warm-up of C requests), `--requests` per system and load over all rounds. It pri
 then per load each system's requests/s, latency p50/p90 and CPU per request (the server's whole
 process tree for ours, and the client's CPU beside it; the library's processes for its rows),
 ours / the library of requests/s paired round by round with the 90% interval, and the issue's
-bars (ours at C=4 >= x1.0 of the threads and >= x0.9 of the processes, at C=1 >= x0.8 of the
-loop), each judged against the library's strongest thread count at that load: met when the
+bars (ours at C=4 >= x1.0 of the server a user writes and >= x0.9 of the processes, at C=1 >=
+x0.8 of the loop), each judged against the library's strongest thread count at that load: met when the
 interval lies at or above the bar. `--json FILE` writes the raw results (every latency).
 
     python -m benchmarks.peer_hibari                                # the defaults below
@@ -43,7 +45,9 @@ import time
 from pathlib import Path
 
 from benchmarks.peer_hibari_library import INDEX, STOP
-from benchmarks.peer_hibari_report import PEERS, PROCESSES, kinds_at, label, peer_name, report
+from benchmarks.peer_hibari_report import (
+    PEERS, PROCESSES, SERVER, kinds_at, label, peer_name, report,
+)
 from benchmarks.line_child import BenchFailed, LineChild
 from benchmarks.peer_piper import Server, machine, ours_entry, positive, tree_cpu_s
 
@@ -223,8 +227,19 @@ def systems_at(args: argparse.Namespace, concurrency: int) -> list[str]:
                                         for t in args.library_threads]
 
 
+def user_server(threads: int) -> Server:
+    """The HTTP server a user writes around one `Hibari(threads=N)` (peer_hibari_server.py)."""
+    server = Server(f"a user's server, Hibari(threads={threads})",
+                    [sys.executable, "-m", "benchmarks.peer_hibari_server", "--threads",
+                     str(threads)], "/health", dict(os.environ))
+    server.argv += ["--port", str(server.port)]
+    return server
+
+
 def measure(system: str, concurrency: int, requests: int, servers: dict[str, Server],
             libraries: dict[int, Library]) -> dict:
+    """One measured run of `system`: ours and a user's server (`servers`: both answer HTTP, asked
+    by the bench's client), or the library's processes."""
     texts = list(TEXTS)
     if system in servers:
         return our_run(servers[system], texts, requests, concurrency)
@@ -235,6 +250,8 @@ def measure(system: str, concurrency: int, requests: int, servers: dict[str, Ser
 def run(args: argparse.Namespace) -> dict:
     at_start = machine()
     servers = {name: our_server(flags) for name, flags in args.ours}
+    if any(SERVER in kinds_at(c) for c in args.concurrency):
+        servers |= {peer_name(SERVER, t): user_server(t) for t in args.library_threads}
     most = max(args.concurrency)
     libraries: dict[int, Library] = {}
     runs: list[dict] = []
@@ -286,7 +303,8 @@ def header(results: dict) -> list[str]:
         f"command: {m['command']}",
         *(f"{name}: planner serve {MODEL} {shlex.join(flags)}".rstrip()
           for name, flags in results["ours"].items()),
-        *(f"{kind}-tN: {what}: python -m benchmarks.peer_hibari_library --threads N "
+        *(f"{kind}-tN: {what}: python -m benchmarks."
+          f"{'peer_hibari_server' if kind == SERVER else 'peer_hibari_library'} --threads N "
           f"(Hibari(threads=N): onnxruntime intra- and inter-op threads N; N = "
           f"{', '.join(map(str, lib['threads']))})" for kind, what in PEERS.items()),
         f"whole WAV responses, {len(results['texts'])} held-out texts, closed loop, "

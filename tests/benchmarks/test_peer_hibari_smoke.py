@@ -62,7 +62,7 @@ def test_rounds_split_the_requests_and_rotate_who_goes_first():
     assert [peer_hibari.rotated(systems, r)[0] for r in range(4)] == ["a", "b", "c", "a"]
     args = peer_hibari.parse_args(["--ours", "x=", "--library-threads", "1"])
     assert peer_hibari.systems_at(args, 1) == ["x", "loop-t1"]
-    assert peer_hibari.systems_at(args, 4) == ["x", "threads-t1", "processes-t1"]
+    assert peer_hibari.systems_at(args, 4) == ["x", "server-t1", "threads-t1", "processes-t1"]
 
 
 def _fake_tts(text):
@@ -112,6 +112,7 @@ def synthetic():
     for r, (ours4, threads4, procs4, ours1, loop1) in enumerate(
             [(40, 30, 44, 24, 26), (42, 31, 45, 25, 27)]):
         runs += [_run("c4", "C=4", r, ours4), _run("threads-t1", "C=4", r, threads4),
+                 _run("server-t1", "C=4", r, threads4), _run("server-t2", "C=4", r, 20),
                  _run("processes-t1", "C=4", r, procs4), _run("c4", "C=1", r, ours1),
                  _run("loop-t1", "C=1", r, loop1), _run("threads-t2", "C=4", r, 20),
                  _run("processes-t2", "C=4", r, 30), _run("loop-t2", "C=1", r, 30)]
@@ -125,13 +126,16 @@ def test_the_report_pairs_rounds_and_judges_each_bar_on_its_interval():
     assert "| c4 | 40.98 | 24.4 | 25.0 | 40.0 | - | 0 |" in text
     assert "| c4 | threads-t1 | x1.344 (1.344, " in text
     assert "1.333 1.355" in text  # each round's ratio
-    assert "C=4 c4 / threads-t1 >= x1: x1.344 (1.344, 1.28-1.41): met" in text
+    # the x1.0 bar is judged against the server a user writes; in-process threads are tabled
+    assert "C=4 c4 / server-t1 >= x1: x1.344 (1.344, 1.28-1.41): met" in text
+    assert "c4 / threads-t1 >=" not in text
     assert "C=4 c4 / processes-t1 >= x0.9: x0.921 (0.921, 0.85-1.00): undecided" in text
     assert "| c4 | threads-t2 | x2.050 (2.049, 1.76-2.39) | 2.000 2.100 |" in text  # tabled too
     # a bar is judged against the library's strongest thread count at its load
     assert "C=1 c4 / loop-t2 >= x0.8: x0.817 (0.816, 0.72-0.93): undecided" in text
     assert "c4 / threads-t2 >=" not in text and "c4 / processes-t2 >=" not in text
-    assert peers_at(4, [1, 2]) == ("threads-t1", "threads-t2", "processes-t1", "processes-t2")
+    assert peers_at(4, [1, 2]) == ("server-t1", "server-t2", "threads-t1", "threads-t2",
+                                   "processes-t1", "processes-t2")
     assert verdict(summarise([0.5, 0.51], [1.0, 1.0]), 0.9) == "missed"
     assert verdict(summarise([0.8, 1.0], [1.0, 1.0]), 0.9).startswith("undecided")
     assert verdict(summarise([1.0], [1.0]), 0.9) == "met (one round: no interval)"
@@ -150,12 +154,14 @@ def test_quick_mode_runs_ours_and_the_library_end_to_end(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "machine: " in out and "command: " in out and "cores, load average" in out
-    for row in ("| declared |", "| loop-t1 |", "| threads-t1 |", "| processes-t1 |"):
+    for row in ("| declared |", "| loop-t1 |", "| server-t1 |", "| threads-t1 |",
+                "| processes-t1 |"):
         assert row in out, out
     assert "C=4" not in out and "C=2 declared / processes-t1" not in out  # bars are C=1, C=4
     assert "C=1 declared / loop-t1 >= x0.8: x" in out
     import json
 
     runs = json.loads(raw.read_text())["runs"]
-    assert {r["system"] for r in runs} == {"declared", "loop-t1", "threads-t1", "processes-t1"}
+    assert {r["system"] for r in runs} == {"declared", "loop-t1", "server-t1", "threads-t1",
+                                           "processes-t1"}
     assert all(len(r["latencies_s"]) == r["requests"] - r["errors"] for r in runs)
