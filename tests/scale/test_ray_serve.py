@@ -45,12 +45,22 @@ TEXT = "Placement must not change the audio. Nor must the engine that runs it."
 CPUS = 3  # what the deployments ask: pipeline 1, two vocoder copies 1 each, the front door 0
 
 
+# Ray Serve gives its HTTP proxy 5 s to say it is ready, three times, then kills it and
+# `serve run` fails: on a machine busy with other work (this suite's other worker, or more) the
+# proxy's start takes longer. Its processes read these from the environment the cluster starts in.
+PATIENT_PROXY = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
+                 "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60"}
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    c = RayCluster(initialize_head=True, head_node_args={"num_cpus": CPUS})
-    c.wait_for_nodes()
-    yield c
-    c.shutdown()
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in PATIENT_PROXY.items():
+            env.setenv(name, value)
+        c = RayCluster(initialize_head=True, head_node_args={"num_cpus": CPUS})
+        c.wait_for_nodes()
+        yield c
+        c.shutdown()
 
 
 def _free_port() -> int:
@@ -124,7 +134,7 @@ def test_serve_run_starts_the_planned_deployments_and_answers_as_planner_serve(
     expected, models = _planner_serve(result.plan, planner.result_dict(result))
     assert [status for status, _ in expected] == [200, 200, 400, 200, 200]
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    env = dict(os.environ, **PATIENT_PROXY, PYTHONPATH=os.pathsep.join(
         p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     serve_cli = str(Path(sys.executable).with_name("serve"))
     proc = subprocess.Popen([serve_cli, "run", "--address", cluster.address, str(path)], env=env,
