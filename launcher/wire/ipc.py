@@ -44,6 +44,7 @@ import queue
 import re
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -130,6 +131,7 @@ class SegmentPool:
         self._names = itertools.count()
         self._leases = itertools.count(1)
         self._closed = False
+        self._creating = 0  # files being created outside the lock
 
     def pack(self, data: Mapping[str, Any], destination: str) -> Packed:
         """Copy the tensors of `data` into a block lent to `destination`; values go by value."""
@@ -173,10 +175,17 @@ class SegmentPool:
                 self._free.remove(block)
             else:
                 name = f"{self.prefix}{next(self._names)}"
+                self._creating += 1
         if block is None:
             # Outside the lock: sizing and populating a large file must not stall other packers.
-            block = _create(name, _size_class(nbytes))
+            try:
+                block = _create(name, _size_class(nbytes))
+            except BaseException:
+                with self._lock:
+                    self._creating -= 1
+                raise
             with self._lock:
+                self._creating -= 1
                 if self._closed:
                     _destroy(block)
                     raise RuntimeError("segment pool is closed")
@@ -227,6 +236,17 @@ class SegmentPool:
             blocks, self._blocks, self._free = list(self._blocks.values()), {}, []
         for block in blocks:
             _destroy(block)
+
+    def abandon(self, wait_s: float = 1.0) -> int:
+        """Unlink every block file of this owner before the process exits at once: refuse new
+        blocks, give a creation already under way (another thread, outside the lock) up to
+        `wait_s` to finish, then remove the files by name. It takes no lock, so a signal handler
+        may call it; without the wait, a block created while the process exits would outlive it."""
+        self._closed = True
+        deadline = time.monotonic() + wait_s
+        while self._creating and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return sweep(self.prefix)
 
     def __enter__(self) -> SegmentPool:
         return self

@@ -147,7 +147,7 @@ class Worker:
     def exit(self, code: int) -> None:
         """Leave nothing behind: unlink this process's blocks (by name: no lock, so this is safe
         in a signal handler), and its listening socket's name, then exit at once."""
-        ipc.sweep(self.pool.prefix)
+        self.pool.abandon()
         self.channel.unlisten()
         os._exit(code)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.wire import ipc
 from tests.launcher.conftest import leftovers, shared_fork_server  # noqa: F401 (a fixture)
 from tests.waiting import wait_until
 
@@ -30,5 +31,7 @@ def nothing_left_behind():
     yield
     wait_until(lambda: _left() == (set(), []), 3.0, fail=False)
     procs, segments = _left()
+    for name in segments:  # a leak fails the test that made it, not every test after it
+        ipc.sweep(name)
     assert not procs, f"processes left running: {sorted(procs)}"
     assert not segments, f"shared-memory segments left: {segments}"

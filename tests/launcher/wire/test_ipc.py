@@ -150,6 +150,32 @@ def test_owner_is_in_the_name_and_pool_close_sweeps_its_files(receiver):
     assert not receiver.mapped() and torch.equal(view, torch.ones(3))
 
 
+def test_a_block_being_created_while_its_process_exits_leaves_no_file(monkeypatch):
+    """A worker told to exit (SIGTERM, its supervisor gone) while another of its threads is still
+    creating a block file must not leave that file behind once it has exited."""
+    pool = ipc.SegmentPool(PREFIX, "exiting")
+    create, outcome = ipc._create, []
+
+    def slow_create(name, size):  # the file appears only once the pool is being abandoned
+        wait_until(lambda: pool._closed, 60, "the pool to be abandoned")
+        return create(name, size)
+
+    def pack():
+        try:
+            pool.pack({"t": torch.ones(4096)}, "d")
+        except RuntimeError as e:
+            outcome.append(e)
+
+    monkeypatch.setattr(ipc, "_create", slow_create)
+    packer = threading.Thread(target=pack)
+    packer.start()
+    wait_until(lambda: pool._creating, 60, "the packer to start creating its block")
+    pool.abandon(wait_s=60)
+    packer.join(60)
+    assert not ipc.segments(ipc.owner_prefix(PREFIX, "exiting"))
+    assert outcome and "closed" in str(outcome[0])
+
+
 def test_sweep_removes_by_prefix():
     a, b = ipc.SegmentPool(PREFIX, "one"), ipc.SegmentPool(PREFIX, "two")
     try:
