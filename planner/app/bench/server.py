@@ -50,6 +50,7 @@ class Server:
         self.spec = spec
         self.startup_timeout = startup_timeout
         self._proc: subprocess.Popen[str] | None = None
+        self._lifeline: int | None = None
         self._stderr = tempfile.TemporaryFile(mode="w+")
         self._dir = tempfile.TemporaryDirectory(prefix="planner-bench-")
         self._ready_file = os.path.join(self._dir.name, "ready.json")
@@ -58,11 +59,18 @@ class Server:
         t0 = time.monotonic()
         # Its own session: a Ctrl-C in the bench's terminal reaches the bench, which stops the
         # server in order, rather than every process at once.
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "planner.app.bench.server", json.dumps(asdict(self.spec)),
-             self._ready_file],
-            stdout=subprocess.DEVNULL, stderr=self._stderr, text=True, start_new_session=True,
-            cwd=os.getcwd(), env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        # A lifeline: the child holds the read end, and end of file there (this process gone,
+        # even by SIGKILL) stops it as SIGTERM would; in its own session, nothing else would.
+        lifeline, self._lifeline = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "planner.app.bench.server", json.dumps(asdict(self.spec)),
+                 self._ready_file, str(lifeline)],
+                stdout=subprocess.DEVNULL, stderr=self._stderr, text=True,
+                start_new_session=True, pass_fds=(lifeline,), cwd=os.getcwd(),
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        finally:
+            os.close(lifeline)
         waiting = threading.Event()
         while not os.path.exists(self._ready_file):
             waiting.wait(0.05)
@@ -100,6 +108,9 @@ class Server:
                 # Workers exit on their own once the supervisor's control pipes close.
                 proc.kill()
                 proc.wait(5.0)
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
         self._stderr.close()
         self._dir.cleanup()
 
@@ -110,7 +121,21 @@ class Server:
         self.stop()
 
 
-def _main(raw: str, ready_file: str) -> int:
+def _stop_when_gone(lifeline: int) -> None:
+    """SIGTERM this process (serve's orderly stop) once the bench that started it is gone."""
+    os.set_inheritable(lifeline, False)  # the workers must not hold the bench's lifeline
+
+    def watch() -> None:
+        while os.read(lifeline, 1):  # only end of file (the bench gone) ends the wait
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="bench-lifeline", daemon=True).start()
+
+
+def _main(raw: str, ready_file: str, lifeline: int | None = None) -> int:
+    if lifeline is not None:
+        _stop_when_gone(lifeline)
     # The plan always runs on the local backend's fork server: its preload (torch, seconds) runs
     # while this process imports torch and solves, instead of after.
     from launcher.backends import forkserver
@@ -136,4 +161,4 @@ def _main(raw: str, ready_file: str) -> int:
 if __name__ == "__main__":
     from planner.app.quick_exit import exit_now
 
-    exit_now(_main(sys.argv[1], sys.argv[2]))
+    exit_now(_main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None))

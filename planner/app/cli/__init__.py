@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -126,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "give one.")
     if getattr(args, "model", None) and not getattr(args, "model_path", None):
         args.model_path = args.model  # the positional MODEL is shorthand for --model-path
+    previous = _unwind_on_sigterm()
     try:
         code = COMMANDS[args.command].run(args)
         sys.stdout.flush()  # a reader that went away shows here, not as a traceback at exit
@@ -136,6 +139,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _reader_gone()
+    finally:
+        if previous is not _UNSET:
+            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _unwind_on_sigterm():
+    """`kill` (or a CI job's timeout) stops a command as Ctrl-C does: unwinding, so the servers
+    bench and tune started are stopped in order, not left running. `planner serve` sets its own
+    handler once it serves. The previous handler, to put back (`_UNSET` off the main thread,
+    where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return _UNSET
+    return signal.signal(signal.SIGTERM, _terminated)
+
+
+_UNSET = object()
 
 
 def run_and_exit() -> None:
