@@ -44,12 +44,14 @@ class Acoustic:
         self.separators = separators  # the ids between words (the space): a word's onset
 
     def frames(self, ids: np.ndarray, speed: float = 1.0) -> dict[str, np.ndarray]:
-        """One sentence's `spectra` float32 [5, 601, F] (lh, theta, ln, lr, phi), `f0` [F] and
-        `durations` int64 [ids]: the frames each id lasts (they sum to F)."""
+        """One sentence's five spectral parts (`FRAME_PARTS`: lh, theta, ln, lr, phi), each
+        float32 [601, F], `f0` [F] and `durations` int64 [ids]: the frames each id lasts (they
+        sum to F). The parts go on as the graph made them: stacking them into one array cost a
+        copy of some megabytes per sentence, in every placement."""
         out = dict(zip(self.outputs, self.session.run(None, {
             "ids": ids.reshape(1, -1).astype(np.int64),
             "speed": np.array([speed], dtype=np.float32)})))
-        return {"spectra": np.concatenate([out[p] for p in FRAME_PARTS]),
+        return {**{p: out[p][0] for p in FRAME_PARTS},
                 "f0": out["f0"][0], "durations": out[DURATIONS] * FRAMES_PER_STEP}
 
     def __call__(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -64,6 +66,6 @@ class Acoustic:
                                              self.separators)
             yield piece
         if not said:  # nothing to say (only punctuation): one empty piece ends the request
-            yield {"spectra": np.zeros((len(FRAME_PARTS), BINS, 0), np.float32),
+            yield {**{p: np.zeros((BINS, 0), np.float32) for p in FRAME_PARTS},
                    "f0": np.zeros(0, np.float32), "durations": np.zeros(0, np.int64),
                    "noise_seed": 0, **request.CONSUMED}

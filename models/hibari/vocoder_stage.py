@@ -11,10 +11,12 @@ differ: scipy is required.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from models.hibari.voice import FRAME_PARTS
 
 
 class Vocoder:
@@ -28,14 +30,15 @@ class Vocoder:
         self._fft, self._dsp = scipy.fft, dsp
         self.threads = threads
 
-    def synth(self, spectra: np.ndarray, f0: np.ndarray, noise_seed: int) -> np.ndarray:
+    def synth(self, parts: Sequence[np.ndarray], f0: np.ndarray, noise_seed: int) -> np.ndarray:
+        """Audio from the five spectral parts (lh, theta, ln, lr, phi, each [601, F]) and f0."""
         if f0.size == 0:
             return np.zeros(0, dtype=np.float32)
         with self._fft.set_workers(self.threads):
-            return self._dsp.synth(*spectra, f0, np.random.default_rng(noise_seed))
+            return self._dsp.synth(*parts, f0, np.random.default_rng(noise_seed))
 
     def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        audio = self.synth(np.asarray(payload["spectra"]), np.asarray(payload["f0"]),
-                           int(payload["noise_seed"]))
-        return {"audio": np.ascontiguousarray(audio, dtype=np.float32), "spectra": None,
-                "f0": None, "durations": None, "noise_seed": None}
+        audio = self.synth([np.asarray(payload[p]) for p in FRAME_PARTS],
+                           np.asarray(payload["f0"]), int(payload["noise_seed"]))
+        return {"audio": np.ascontiguousarray(audio, dtype=np.float32),
+                **dict.fromkeys(FRAME_PARTS), "f0": None, "durations": None, "noise_seed": None}

@@ -45,7 +45,8 @@ def test_each_sentence_is_one_piece_with_its_frames_and_per_phoneme_durations(st
     assert len(pieces) == payload["sentence_lengths"].size == 2
     for piece, n in zip(pieces, payload["sentence_lengths"].tolist()):
         frames = piece["f0"].size
-        assert piece["spectra"].shape == (5, 601, frames) and piece["spectra"].dtype == np.float32
+        for part in ("lh", "theta", "ln", "lr", "phi"):  # the five spectral parts, as dsp wants them
+            assert piece[part].shape == (601, frames) and piece[part].dtype == np.float32
         # one duration per phoneme id, in 12.5 ms frames, adding up to the sentence's frames
         assert piece["durations"].shape == (n,) and int(piece["durations"].sum()) == frames
         assert piece["ids"] is None and piece["sentence_lengths"] is None
