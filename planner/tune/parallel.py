@@ -9,6 +9,7 @@ child), and neither is a batch too small to repay the workers' start: those run 
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import threading
 from collections.abc import Sequence
@@ -78,12 +79,19 @@ def _predict(plans: Sequence[Plan], profile: Profile, workloads: Sequence[Worklo
     try:
         results = None
         if jobs >= 2 and heavy >= MIN_PARALLEL and _can_fork():
+            # The workers must never collect what they inherit: garbage waiting for the cycle
+            # collector here (an onnxruntime session a stage left, say) would be freed in a
+            # child whose native threads were not forked with it, and its destructor would wait
+            # for them for ever. Frozen, it stays this process's to collect.
+            gc.freeze()
             try:
                 with ProcessPoolExecutor(jobs,
                                          mp_context=multiprocessing.get_context("fork")) as ex:
                     results = list(ex.map(_one, order))
             except (BrokenProcessPool, OSError):  # no fork here, or a worker killed: go on here
                 results = None
+            finally:
+                gc.unfreeze()
         if results is None:
             results = [_one(t) for t in order]
     finally:

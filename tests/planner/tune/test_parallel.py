@@ -1,5 +1,7 @@
 """Predictions spread over forked workers are the ones made in this process."""
 
+import gc
+import os
 import threading
 
 import pytest
@@ -77,3 +79,36 @@ def test_a_pool_that_cannot_start_leaves_the_work_to_this_process(monkeypatch):
     monkeypatch.setattr(parallel, "_can_fork", lambda: True)
     plans, prof = _plans(), _profile()
     assert predict_many(plans, prof, LOADS, jobs=2) == predict_many(plans, prof, LOADS, jobs=1)
+
+
+class _FreedInAChild:
+    """Garbage (a reference cycle) that says in which process the cycle collector freed it."""
+
+    def __init__(self, parent: int, said: int) -> None:
+        self.parent, self.said, self.me = parent, said, self
+
+    def __del__(self) -> None:
+        if os.getpid() != self.parent:
+            os.write(self.said, b"x")
+
+
+def test_forked_workers_never_collect_the_garbage_they_inherit(monkeypatch):
+    """An object freed in a forked worker may wait for a native thread that was not forked with
+    it (an onnxruntime session's destructor did: the worker hung, and tune with it)."""
+    monkeypatch.setattr(parallel, "_can_fork", lambda: True)  # whatever else the test run runs
+    plans, profile = _plans(), _profile()
+    read, write = os.pipe()
+    try:
+        gc.collect()
+        _FreedInAChild(os.getpid(), write)  # unreachable at once: the collector's to free
+        predict_many(plans, profile, LOADS, jobs=2)
+        os.set_blocking(read, False)
+        try:
+            freed_in_a_child = os.read(read, 64)
+        except BlockingIOError:
+            freed_in_a_child = b""
+        assert freed_in_a_child == b""
+    finally:
+        gc.collect()
+        os.close(read)
+        os.close(write)
