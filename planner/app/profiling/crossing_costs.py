@@ -4,6 +4,7 @@ client's work per request, and each stage's time as the launcher itself times it
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import statistics
@@ -42,7 +43,13 @@ def _handoff_cost() -> HandoffCost:
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_pipe_child, args=(child,), daemon=True)
-    proc.start()
+    # Frozen: the child never frees what it inherits (a native object's destructor there could
+    # wait for threads that were not forked with it; planner.tune.parallel says more).
+    gc.freeze()
+    try:
+        proc.start()
+    finally:
+        gc.unfreeze()
     try:
         msg = {"request": 1, "stage": "x", "block": "segment", "offset": 0, "shape": (1024,)}
         busy, idle = [], []
