@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -121,13 +122,16 @@ def _closed_by_peer(sock: socket.socket) -> bool:
     return bool(poll.poll(0))
 
 
-def post_json(endpoint: Endpoint, path: str, body: dict) -> bytes:
-    """The bytes of one POST of `body` as JSON to `path`, ready to write."""
+def post_json(endpoint: Endpoint, path: str, body: dict,
+              headers: Sequence[tuple[str, str]] = ()) -> bytes:
+    """The bytes of one POST of `body` as JSON to `path` (with `headers` beside the framing),
+    ready to write."""
     data = json.dumps(body).encode()
     host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host  # IPv6
+    more = "".join(f"{name}: {value}\r\n" for name, value in headers)
     head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{endpoint.port}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-            "Accept-Encoding: identity\r\n\r\n")
+            f"Accept-Encoding: identity\r\n{more}\r\n")
     return head.encode("latin-1") + data
 
 

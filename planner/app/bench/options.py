@@ -77,7 +77,9 @@ class BenchOptions(Declared):
              "for OpenAI's POST /v1/audio/speech (sglang-omni, vLLM-Omni, Kokoro-FastAPI, "
              "planner serve) or piper+http://HOST:PORT for piper's POST /synthesize, then "
              "comma-separated model=M, voice=V, format=pcm|wav, rate=HZ (of its pcm, where its "
-             "answers do not say it), body.KEY=VALUE; a model is optional with --url"))
+             "answers do not say it), body.KEY=VALUE, api_key_env=VAR (a server started "
+             "with --api-key: the key is read from environment variable VAR); a model is "
+             "optional with --url"))
     max: int | None = option(Flag(
         "--max", type=positive(int), metavar="N",
         help="with --all-feasible: at most N placements, the declared one included"))

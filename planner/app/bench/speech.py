@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from planner.app.bench.http1 import Endpoint, post_json
@@ -53,6 +53,8 @@ class Speech:
     format: str = PCM  # the response_format asked for (piper: always wav)
     rate: int | None = None  # pcm: the sample rate where the answer does not say it
     extra: tuple[tuple[str, Any], ...] = ()  # more body fields, as the user gave them
+    # More request headers: an API key's `Authorization`, never printed or written out.
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def body(self, text: str, stream: bool) -> dict[str, Any]:
         if self.api == PIPER:
@@ -70,7 +72,7 @@ class Speech:
 
     def request(self, endpoint: Endpoint, text: str, stream: bool) -> bytes:
         """The bytes of one request for `text`, ready to write."""
-        return post_json(endpoint, self.path, self.body(text, stream))
+        return post_json(endpoint, self.path, self.body(text, stream), self.headers)
 
     def reader(self, headers: dict[str, str]) -> WavReader | PcmReader:
         """What counts the audio of a 200 answer with these (lower-case) headers."""

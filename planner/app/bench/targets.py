@@ -16,7 +16,10 @@ sent):
 - `rate=HZ`: the sample rate of a server's pcm where its answers do not say it (Kokoro-FastAPI's
   is 24 kHz); never assumed;
 - `body.KEY=VALUE`: another field of the request body (VALUE as JSON where it parses), e.g.
-  `body.stream_format=audio` (vLLM-Omni's raw streams), `body.language=English`.
+  `body.stream_format=audio` (vLLM-Omni's raw streams), `body.language=English`;
+- `api_key_env=VAR`: the server wants an API key (vLLM's and SGLang's `--api-key`): bench sends
+  `Authorization: Bearer` with the key held in environment variable VAR. The key itself is never
+  an option: bench writes its command line into results.json.
 
 Before any load, `check` sends one request as the run will and turns what goes wrong into one
 paragraph naming the server and a fix (`TargetError`): an unreachable address, an endpoint that
@@ -25,6 +28,7 @@ is not there, a request the server refuses, an answer that is not measurable aud
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
@@ -43,8 +47,10 @@ from planner.app.bench.speech import (
 PIPER_SCHEME = "piper+"
 MODELS_TIMEOUT_S = 5.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:@-]*$")
-_KEYS = ("model", "voice", "format", "rate")
-SYNTAX = "NAME=URL[,model=M][,voice=V][,format=pcm|wav][,rate=HZ][,body.KEY=VALUE]"
+_KEYS = ("model", "voice", "format", "rate", "api_key_env")
+SYNTAX = ("NAME=URL[,model=M][,voice=V][,format=pcm|wav][,rate=HZ][,body.KEY=VALUE]"
+          "[,api_key_env=VAR]")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class TargetError(ValueError):
@@ -65,6 +71,7 @@ class UrlTarget:
     base: str  # http://host:port: where the bench connects
     speech: Speech
     format_given: bool = False  # format= was given (else it follows --stream)
+    api_key_env: str | None = None  # the variable the API key was read from (the key: never)
 
     # What a served `Placement` says of itself, unknown or empty here.
     process_count = None
@@ -94,7 +101,7 @@ class UrlTarget:
         s = self.speech
         return {"name": self.name, "url": self.url, "api": s.api, "path": s.path,
                 "model": s.model, "voice": s.voice, "format": s.format, "rate": s.rate,
-                "body": dict(s.extra)}
+                "body": dict(s.extra), "api_key_env": self.api_key_env}
 
 
 Target = Placement | UrlTarget  # one row of bench's table: served by bench, or running already
@@ -126,6 +133,10 @@ def parse(text: str) -> UrlTarget:
         key = key.strip()
         if key.startswith("body.") and eq and key[5:]:
             extra[key[5:]] = json_value(value)
+        elif key in ("api_key", "key", "token") and eq:
+            raise TargetError(f"--url {name}: a key is never given on the command line (bench "
+                              "writes its command into results.json): export it and name the "
+                              f"variable, e.g. --url {name}={url},api_key_env=TTS_API_KEY.")
         elif key in _KEYS and eq and value and key not in fields:
             fields[key] = value
         else:
@@ -145,6 +156,7 @@ def parse(text: str) -> UrlTarget:
         raise TargetError(f"--url {name}: piper's /synthesize takes text (and voice=), not "
                           f"{', '.join(sorted({'model', 'rate', 'format'} & set(fields)))}: it "
                           "answers a whole WAV file, whose header gives the rate; drop them.")
+    headers = _authorization(name, fields.get("api_key_env"))
     path = parts.path + (f"?{parts.query}" if parts.query else "")
     if api == PIPER:
         path = path if parts.path.strip("/") else PIPER_PATH
@@ -154,9 +166,29 @@ def parse(text: str) -> UrlTarget:
         path = parts.path.rstrip("/") + OPENAI_PATH[3:]
     speech = Speech(api=api, path=path, model=fields.get("model"), voice=fields.get("voice"),
                     format=fmt or WAV, rate=int(rate) if rate else None,
-                    extra=tuple(extra.items()))
+                    extra=tuple(extra.items()), headers=headers)
     return UrlTarget(name=name, url=url, base=f"http://{parts.netloc}", speech=speech,
-                     format_given=fmt is not None)
+                     format_given=fmt is not None, api_key_env=fields.get("api_key_env"))
+
+
+def _authorization(name: str, variable: str | None) -> tuple[tuple[str, str], ...]:
+    """The `Authorization` header of the key in environment variable `variable` (none without
+    one); a variable that is unset, empty or holds what no header can carry is a TargetError."""
+    if variable is None:
+        return ()
+    if not _ENV_NAME.match(variable):
+        raise TargetError(f"--url {name}: api_key_env={variable} is not the name of an "
+                          "environment variable; give one such as TTS_API_KEY.")
+    key = os.environ.get(variable, "").strip()
+    if not key:
+        raise TargetError(f"--url {name}: api_key_env={variable}, but {variable} is "
+                          f"{'empty' if variable in os.environ else 'not set'}; export the "
+                          f"server's API key first: export {variable}=... (the value its "
+                          "--api-key was given).")
+    if not key.isascii() or not key.isprintable():
+        raise TargetError(f"--url {name}: the key in {variable} holds characters an HTTP header "
+                          "cannot carry (a line break, say); export the key alone.")
+    return (("Authorization", f"Bearer {key}"),)
 
 
 def check(target: UrlTarget, stream: bool, text: str) -> UrlTarget:
@@ -165,7 +197,8 @@ def check(target: UrlTarget, stream: bool, text: str) -> UrlTarget:
     (exit 3) naming the server and a fix."""
     speech = target.speech
     if speech.api == OPENAI and speech.format == PCM and speech.rate is None:
-        speech = replace(speech, rate=models_rate(target.base, speech.model))
+        speech = replace(speech, rate=models_rate(target.base, speech.model,
+                                                  dict(speech.headers)))
     probe = run_load(target.base, Load(Closed(1), (text,), 1, None, stream, speech=speech))
     sample = probe.samples[0]
     if sample.ok:
@@ -175,6 +208,11 @@ def check(target: UrlTarget, stream: bool, text: str) -> UrlTarget:
     if kind == "connect":
         why = (f"cannot be reached ({error}); bench measures a server that is already running "
                "and never starts or stops one: start it there, or correct the host and port")
+    elif kind in ("http-401", "http-403"):
+        why = (f"refused the API key in ${target.api_key_env} ({error}); export the key the "
+               "server was started with" if target.api_key_env else
+               f"wants an API key ({error}); export it and name the variable: --url "
+               f"{target.name}={target.url},api_key_env=TTS_API_KEY")
     elif kind == "http-404":
         why = (f"has no speech endpoint at POST {speech.path} ({error}); give the server's "
                "address, its /v1 base or the endpoint's full path; piper's own server is "
@@ -192,11 +230,13 @@ def check(target: UrlTarget, stream: bool, text: str) -> UrlTarget:
     raise TargetError(f"{where} {why}. Nothing was measured.", EXIT_RUN_FAILED)
 
 
-def models_rate(base: str, model: str | None) -> int | None:
+def models_rate(base: str, model: str | None,
+                headers: dict[str, str] | None = None) -> int | None:
     """The `sample_rate` the server's GET /v1/models gives for `model` (or for its only model),
     where it gives one; None otherwise (OpenAI's list has no such field)."""
     try:
-        data = httpx.get(f"{base}/v1/models", timeout=MODELS_TIMEOUT_S).json()["data"]
+        data = httpx.get(f"{base}/v1/models", headers=headers,
+                         timeout=MODELS_TIMEOUT_S).json()["data"]
         entries = [m for m in data if model is None or m.get("id") == model]
         rates = {m.get("sample_rate") for m in entries}
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):

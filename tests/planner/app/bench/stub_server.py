@@ -33,6 +33,7 @@ class StubServer:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stub-server", daemon=True)
         self.url = ""
+        self.heads: list[bytes] = []  # each request's head, as it arrived
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -64,6 +65,7 @@ class StubServer:
                     head = await reader.readuntil(b"\r\n\r\n")
                 except asyncio.IncompleteReadError:
                     return
+                self.heads.append(head)
                 length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
                                if line.lower().startswith(b"content-length:")), 0)
                 await reader.readexactly(length)

@@ -10,6 +10,7 @@ import struct
 import pytest
 
 from launcher.audio import wav_header
+from planner.app.bench.http1 import Endpoint
 from planner.app.bench.load_shapes import Closed, Load
 from planner.app.bench.loadgen import run_load
 from planner.app.bench.speech import NotAudio, Speech, WavReader
@@ -66,6 +67,51 @@ def test_a_malformed_target_names_the_culprit(text, says):
     with pytest.raises(TargetError) as caught:
         parse(text)
     assert caught.value.exit_code == 2 and says in str(caught.value)
+
+
+def test_an_api_key_is_read_from_the_environment_sent_as_a_bearer_and_never_written(
+        monkeypatch):
+    monkeypatch.setenv("TTS_API_KEY", "sk-123")
+    target = parse("vllm=http://h:8091/v1,api_key_env=TTS_API_KEY")
+    head = target.speech.request(Endpoint.parse(target.base), "Hi.", False).split(b"\r\n\r\n")[0]
+    assert b"\r\nAuthorization: Bearer sk-123" in head
+    assert "sk-123" not in json.dumps(target.to_dict()) + repr(target)
+    assert target.to_dict()["api_key_env"] == "TTS_API_KEY"
+    assert b"Authorization" not in parse("a=http://h:1").speech.request(
+        Endpoint.parse("http://h:1"), "Hi.", False)
+
+
+@pytest.mark.parametrize(("text", "env", "says"), [
+    ("a=http://h:1,api_key=sk-123", {}, "never given on the command line"),
+    ("a=http://h:1,api_key_env=NOT_SET_HERE", {}, "NOT_SET_HERE is not set; export"),
+    ("a=http://h:1,api_key_env=EMPTY_KEY", {"EMPTY_KEY": ""}, "EMPTY_KEY is empty"),
+    ("a=http://h:1,api_key_env=BAD_KEY", {"BAD_KEY": "sk\r\nX-Evil: 1"}, "a line break"),
+    ("a=http://h:1,api_key_env=$KEY", {}, "is not the name of an environment variable"),
+])
+def test_a_key_that_cannot_be_sent_names_the_fix(monkeypatch, text, env, says):
+    monkeypatch.delenv("NOT_SET_HERE", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(TargetError) as caught:
+        parse(text)
+    assert caught.value.exit_code == 2 and says in str(caught.value)
+
+
+def test_a_server_that_wants_a_key_says_so_and_gets_it(monkeypatch):
+    unauthorized = Reply(status=401, chunks=((b'{"error": "Unauthorized"}', 0),), chunked=False)
+    with StubServer(lambda n: unauthorized) as stub:
+        with pytest.raises(TargetError, match="wants an API key .*api_key_env=TTS_API_KEY"):
+            check(parse(f"k=http://{stub.url[7:]}"), False, "Hi.")
+        monkeypatch.setenv("WRONG_KEY", "nope")
+        with pytest.raises(TargetError, match=r"refused the API key in \$WRONG_KEY"):
+            check(parse(f"k=http://{stub.url[7:]},api_key_env=WRONG_KEY"), False, "Hi.")
+    pcm = Reply(chunks=((bytes(4800), 0),), headers=())
+    monkeypatch.setenv("TTS_API_KEY", "sk-123")
+    with StubServer(lambda n: pcm) as stub:
+        checked = check(parse(f"k=http://{stub.url[7:]},format=pcm,rate=24000,"
+                              "api_key_env=TTS_API_KEY"), True, "Hi.")
+        assert checked.speech.rate == 24_000
+        assert all(b"Authorization: Bearer sk-123" in head for head in stub.heads)
 
 
 # -- the audio's length, from the answer ---------------------------------------------------------
