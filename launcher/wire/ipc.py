@@ -244,6 +244,11 @@ class SegmentPool:
         may call it; without the wait, a block created while the process exits would outlive it."""
         self._closed = True
         deadline = time.monotonic() + wait_s
+        # A packer between its look at `_closed` and counting its creation holds the lock: once
+        # the lock is free, every creation is counted. With a timeout, since a signal handler
+        # may have interrupted this very thread while it held the lock.
+        if self._lock.acquire(timeout=wait_s):
+            self._lock.release()
         while self._creating and time.monotonic() < deadline:
             time.sleep(0.001)
         return sweep(self.prefix)
