@@ -11,6 +11,7 @@ id lasts, turns them into the `words` of its output (`timed`)."""
 from __future__ import annotations
 
 import unicodedata
+import zlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,18 @@ def sentences(payload: Mapping[str, Any]) -> list[np.ndarray]:
     ids = np.asarray(payload["ids"])
     bounds = np.cumsum([0, *np.asarray(payload["sentence_lengths"]).tolist()])
     return [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def with_words(payload: Mapping[str, Any]) -> list[tuple[np.ndarray, list[SpokenWord] | None]]:
+    """Each sentence's ids beside its words (None for each when the request asked for none)."""
+    said = sentences(payload)
+    return list(zip(said, sentence_words(payload) or [None] * len(said)))
+
+
+def noise_seed(ids: np.ndarray, seed: int) -> int:
+    """A sentence's noise seed: from its ids and the card's seed, so that the same request gets
+    the same noise in every process, placement, thread count and copy."""
+    return zlib.crc32(ids.astype(np.int64).tobytes()) ^ seed
 
 
 def sentence_words(payload: Mapping[str, Any]) -> list[list[SpokenWord]] | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from models import importable as _importable  # preflight's look, one definition
+
 REQUIRED = ("hibari", "scipy", "onnxruntime", "onnx")  # import names of the speech extra's parts
 
 
@@ -52,12 +54,3 @@ def preflight(factory: str, args: Mapping[str, Any]) -> None:
             f"install it with `{INSTALL}`; nothing was started.")
     if factory == "acoustic":
         model_path()
-
-
-def _importable(module: str) -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ValueError:  # a module set to None in sys.modules: as good as missing
-        return False

@@ -15,7 +15,6 @@ sentence's words (from the frontend), which ride on the sentence's piece as its 
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -27,10 +26,6 @@ from models.hibari.voice import DURATIONS, FRAME_PARTS, FRAMES_PER_STEP
 
 BINS = 601  # frequency bins of each spectral part (n_fft 1200)
 SECONDS_PER_FRAME = 0.0125  # a frame every 12.5 ms: 300 samples of the vocoder's 24 kHz audio
-
-
-def noise_seed(ids: np.ndarray, seed: int) -> int:
-    return zlib.crc32(ids.astype(np.int64).tobytes()) ^ seed
 
 
 class Acoustic:
@@ -56,10 +51,9 @@ class Acoustic:
 
     def __call__(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         speed = request.speed(payload)
-        said = request.sentences(payload)
-        words = request.sentence_words(payload) or [None] * len(said)
-        for ids, spoken in zip(said, words):
-            piece = {**self.frames(ids, speed), "noise_seed": noise_seed(ids, self.seed),
+        said = request.with_words(payload)
+        for ids, spoken in said:
+            piece = {**self.frames(ids, speed), "noise_seed": request.noise_seed(ids, self.seed),
                      **request.CONSUMED}
             if spoken is not None:
                 piece[WORDS] = request.timed(spoken, ids, piece["durations"], SECONDS_PER_FRAME,

@@ -11,13 +11,12 @@ plan says).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from models.hibari import text as T
-from models.hibari.voice import NAME
+from models.hibari.voice import NAME, vocab
 from models.sentence_ids import SpokenWord, packed, wants_words
 
 
@@ -31,8 +30,7 @@ def _text_side(g2p: Any) -> Any:
         def __init__(self) -> None:
             self.voice = NAME
             self._g2p = g2p
-            with open(os.path.join(tts.ASSETS, "vocab.json"), encoding="utf-8") as f:
-                self.vocab = json.load(f)
+            self.vocab = vocab()
 
     return _Text()
 

@@ -53,15 +53,20 @@ def model_path() -> Path:
                          f"({exc}); reinstall it: {INSTALL}") from None
 
 
-def space_id() -> int:
-    """The id of the space between words in the model's vocabulary (hibari's `vocab.json`)."""
+def vocab() -> dict[str, int]:
+    """The model's vocabulary: phoneme -> id (hibari's `vocab.json`)."""
     import json
     import os
 
     from hibari import tts
 
     with open(os.path.join(tts.ASSETS, "vocab.json"), encoding="utf-8") as f:
-        return int(json.load(f)[" "])
+        return json.load(f)
+
+
+def space_id() -> int:
+    """The id of the space between words in the model's vocabulary."""
+    return int(vocab()[" "])
 
 
 def acoustic_graph() -> bytes:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from models import importable as _importable  # preflight's look, one definition
+
 
 def frontend(*, espeak_voice: str = "en-us"):
     from models.piper import voice
@@ -67,9 +69,3 @@ def preflight(factory: str, args: Mapping[str, Any]) -> None:
             "it with `pip install -c constraints.txt -e '.[speech]'`; nothing was started.")
     if factory == "frontend":
         program()
-
-
-def _importable(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None

@@ -20,7 +20,6 @@ on the sentence's first piece as its `words`, in seconds from that piece's audio
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -67,7 +66,7 @@ def chunk_bounds(frames: int, schedule: Sequence[int], index: int) -> list[tuple
 
 
 def noise_rng(ids: np.ndarray, seed: int) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(ids.astype(np.int64).tobytes()) ^ seed)
+    return np.random.default_rng(request.noise_seed(ids, seed))
 
 
 class Acoustic:
@@ -116,9 +115,7 @@ class Acoustic:
         stream = bool(payload.get("stream"))
         drop = request.CONSUMED
         index = 0
-        said = request.sentences(payload)
-        words = request.sentence_words(payload) or [None] * len(said)
-        for ids, spoken in zip(said, words):
+        for ids, spoken in request.with_words(payload):
             z, durations = self.z_and_durations(ids, speed)
             frames = z.shape[1]
             bounds = chunk_bounds(frames, self.schedule, index) if stream else [(0, frames)]
