@@ -14,19 +14,19 @@ stderr. One module per engine (`sglang_omni`, `vllm_omni`); each is pure: a Plan
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from typing import TYPE_CHECKING
 
-from planner.plan import Plan
-from planner.render import sglang_omni, vllm_omni
 from planner.render.engine_text import EngineFile
 
 if TYPE_CHECKING:
+    from planner.plan import Plan
     from planner.replicas import Packing
 
-Writer = Callable[[Plan, "Packing | None"], EngineFile]
-# One writer per engine; a new engine's writer is one entry here.
-WRITERS: dict[str, Writer] = {"sglang-omni": sglang_omni.write, "vllm-omni": vllm_omni.write}
+# One writer module (its `write(plan, packing)`) per engine; a new engine's is one entry here.
+# Imported when a file is written: every command's parser names the formats, few write one.
+WRITERS: dict[str, str] = {"sglang-omni": "planner.render.sglang_omni",
+                           "vllm-omni": "planner.render.vllm_omni"}
 ENGINE_FORMATS = tuple(WRITERS)
 
 
@@ -35,7 +35,7 @@ def write_plan(plan: Plan, fmt: str, packing: Packing | None = None) -> EngineFi
     adds how its replicas run over nodes."""
     if fmt not in WRITERS:
         raise ValueError(f"no writer for {fmt!r}; the formats are {', '.join(WRITERS)}")
-    return WRITERS[fmt](plan, packing)
+    return importlib.import_module(WRITERS[fmt]).write(plan, packing)
 
 
 __all__ = ["ENGINE_FORMATS", "WRITERS", "EngineFile", "write_plan"]

@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from planner.app.bench.http1 import Endpoint, post_json
+if TYPE_CHECKING:  # the HTTP client (asyncio) is loaded where a request is built, not by the CLI
+    from planner.app.bench.http1 import Endpoint
 
 OPENAI, PIPER = "openai", "piper"
 PCM, WAV = "pcm", "wav"
@@ -72,6 +73,8 @@ class Speech:
 
     def request(self, endpoint: Endpoint, text: str, stream: bool) -> bytes:
         """The bytes of one request for `text`, ready to write."""
+        from planner.app.bench.http1 import post_json
+
         return post_json(endpoint, self.path, self.body(text, stream), self.headers)
 
     def reader(self, headers: dict[str, str]) -> WavReader | PcmReader:
