@@ -46,7 +46,7 @@ from pathlib import Path
 
 from benchmarks.peer_hibari_library import INDEX, STOP
 from benchmarks.peer_hibari_report import (
-    PEERS, PROCESSES, SERVER, kinds_at, label, peer_name, report,
+    PEERS, PROCESSES, SERVER, kinds_at, label, peer_name, peers_at, report,
 )
 from benchmarks.line_child import BenchFailed, LineChild
 from benchmarks.peer_piper import Server, machine, ours_entry, positive, tree_cpu_s
@@ -59,8 +59,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "hibari-heart"
 DEFAULTS = {"rounds": 8, "requests": 384}
 QUICK = {"rounds": 2, "requests": 8}
-# Our plans by default: the card as declared, and what `planner tune hibari-heart` picked from a
-# fresh profile for each load asked alone (2-vCPU AMD EPYC dev VM; docs/performance.md).
 # The declared topology and what `planner tune hibari-heart` picked for C=1 and C=4 from a fresh
 # profile on a quiet 2-vCPU machine (benchmarks/EVIDENCE.md, "hibari-heart: tune's picks").
 DEFAULT_OURS = ("declared=", "c1=--stage-threads acoustic=2",
@@ -146,7 +144,6 @@ class Host(LineChild):
     hibari and nothing of the project."""
 
     def __init__(self, threads: int, take_fd: int) -> None:
-        self.threads = threads
         super().__init__([sys.executable, "-m", "benchmarks.peer_hibari_library", "--threads",
                           str(threads), "--take-fd", str(take_fd)], "the library's process",
                          ROOT, pass_fds=(take_fd,))
@@ -223,8 +220,7 @@ def our_run(server: Server, texts: list[str], requests: int, concurrency: int) -
 
 # -- the run ----------------------------------------------------------------------------------
 def systems_at(args: argparse.Namespace, concurrency: int) -> list[str]:
-    return [n for n, _ in args.ours] + [peer_name(k, t) for k in kinds_at(concurrency)
-                                        for t in args.library_threads]
+    return [n for n, _ in args.ours] + list(peers_at(concurrency, args.library_threads))
 
 
 def user_server(threads: int) -> Server:

@@ -11,11 +11,11 @@ Pure (no processes, no I/O), for peer_piper.py and url_vs_served.py, and their s
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass
 
-from planner.stats import log_ratio_interval
+from planner.app.bench.intervals import paired_ratio
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -39,12 +39,11 @@ def summarise(ours: list[float], theirs: list[float]) -> Summary | None:
     interval for it. A round where either figure is missing (0) is left out; None if every
     round is."""
     ratios = tuple(a / b if a > 0 and b > 0 else None for a, b in zip(ours, theirs, strict=True))
-    kept = [r for r in ratios if r is not None]
-    if not kept:
+    paired = paired_ratio(ours, theirs)
+    if paired is None:
         return None
-    logs = [math.log(r) for r in kept]
-    return Summary(ratios, statistics.median(kept), math.exp(statistics.fmean(logs)),
-                   log_ratio_interval(logs))
+    return Summary(ratios, statistics.median(r for r in ratios if r is not None),
+                   paired.geomean, paired.interval)
 
 
 def run_of(results: dict, row: str, label: str) -> dict | None:

@@ -19,20 +19,19 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 from benchmarks.round_ratios import labels, versus
+from benchmarks.served_process import stop
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH, URL = "bench", "url"  # the two rows' names
 DEFAULTS = {"rounds": 6, "requests": 72}
 QUICK = {"rounds": 2, "requests": 4}
 READY = re.compile(r"ready: \S+ on (http://127\.0\.0\.1:\d+)")
-START_TIMEOUT_S = 300.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -114,12 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"planner serve {shlex.join([args.model, *args.serve_flags])} on {url}", flush=True)
         code = subprocess.run(bench_argv(args, url)).returncode
     finally:
-        serve.send_signal(signal.SIGINT)
-        try:
-            serve.wait(60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
+        stop(serve)
     if code != 0:
         print(f"error: planner bench exited with code {code}; its message is above",
               file=sys.stderr)

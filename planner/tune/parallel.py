@@ -12,9 +12,10 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 
 from planner.cpus import usable_cpus
 from planner.plan import Plan
@@ -38,6 +39,19 @@ def _one(task: tuple[int, int]) -> Prediction:
 
 def usable_cores() -> int:
     return usable_cpus()
+
+
+@contextmanager
+def frozen_gc() -> Iterator[None]:
+    """Fork inside this: the children never collect what they inherit. Garbage waiting for the
+    cycle collector here (an onnxruntime session a stage left, say) would be freed in a child
+    whose native threads were not forked with it, and its destructor would wait for them for
+    ever. Frozen, it stays this process's to collect."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _can_fork() -> bool:
@@ -79,19 +93,12 @@ def _predict(plans: Sequence[Plan], profile: Profile, workloads: Sequence[Worklo
     try:
         results = None
         if jobs >= 2 and heavy >= MIN_PARALLEL and _can_fork():
-            # The workers must never collect what they inherit: garbage waiting for the cycle
-            # collector here (an onnxruntime session a stage left, say) would be freed in a
-            # child whose native threads were not forked with it, and its destructor would wait
-            # for them for ever. Frozen, it stays this process's to collect.
-            gc.freeze()
             try:
-                with ProcessPoolExecutor(jobs,
-                                         mp_context=multiprocessing.get_context("fork")) as ex:
+                with frozen_gc(), ProcessPoolExecutor(
+                        jobs, mp_context=multiprocessing.get_context("fork")) as ex:
                     results = list(ex.map(_one, order))
             except (BrokenProcessPool, OSError):  # no fork here, or a worker killed: go on here
                 results = None
-            finally:
-                gc.unfreeze()
         if results is None:
             results = [_one(t) for t in order]
     finally:

@@ -34,7 +34,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from planner import DEFAULT_SAMPLE_RATE
 
 from planner.app.bench.arrivals import Sent, Unsent
 from planner.app.bench.http1 import Endpoint, Pool, ProtocolError, Response

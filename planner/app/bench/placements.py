@@ -15,7 +15,8 @@ from planner.app.bench.measure import ideal_throughput
 
 BASELINE = "declared"
 MAX_ENUMERATED_UNITS = planner.MAX_ENUMERATED_UNITS
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:@-]*$")
+# A row's name, placement or --url server alike.
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:@-]*$")
 
 
 class PlacementError(ValueError):
@@ -139,7 +140,7 @@ def parse_placement_option(text: str) -> tuple[str, tuple[Request, ...]]:
     """`NAME='--isolate-stage vocoder --stage-process a=b'` -> (NAME, requests)."""
     name, sep, rest = text.partition("=")
     name = name.strip()
-    if not sep or not _NAME.match(name):
+    if not sep or not NAME.match(name):
         raise PlacementError(
             f"--placement {text!r} is not NAME='FLAGS': give a name (letters, digits, . _ + : @ -) "
             "then '=' and the placement flags, e.g. --placement split='--isolate-stage vocoder'.")

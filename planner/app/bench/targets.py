@@ -39,14 +39,13 @@ from planner.app.bench.exits import EXIT_INVALID, EXIT_RUN_FAILED
 from planner.app.bench.http1 import Endpoint
 from planner.app.bench.load_shapes import Closed, Load
 from planner.app.bench.loadgen import run_load
-from planner.app.bench.placements import Placement
+from planner.app.bench.placements import NAME, Placement
 from planner.app.bench.speech import (
     FORMATS, OPENAI, OPENAI_PATH, PCM, PIPER, PIPER_PATH, WAV, Speech, json_value,
 )
 
 PIPER_SCHEME = "piper+"
 MODELS_TIMEOUT_S = 5.0
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:@-]*$")
 _KEYS = ("model", "voice", "format", "rate", "api_key_env")
 SYNTAX = ("NAME=URL[,model=M][,voice=V][,format=pcm|wav][,rate=HZ][,body.KEY=VALUE]"
           "[,api_key_env=VAR]")
@@ -111,7 +110,7 @@ def parse(text: str) -> UrlTarget:
     """`NAME=URL[,KEY=VALUE...]` -> a target; a malformed one is a `TargetError` (exit 2)."""
     name, sep, rest = text.partition("=")
     name = name.strip()
-    if not sep or not _NAME.match(name) or not rest:
+    if not sep or not NAME.match(name) or not rest:
         raise TargetError(f"--url {text!r} is not {SYNTAX}: give a name (letters, digits, "
                           ". _ + : @ -), '=' and the server's address, e.g. --url "
                           "kokoro=http://127.0.0.1:8880,model=kokoro,voice=af_heart.")

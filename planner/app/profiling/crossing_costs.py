@@ -4,7 +4,6 @@ client's work per request, and each stage's time as the launcher itself times it
 
 from __future__ import annotations
 
-import gc
 import multiprocessing as mp
 import os
 import statistics
@@ -18,6 +17,7 @@ import planner
 from planner import HandoffCost
 
 from planner.app.bench.machine import process_cpu_s
+from planner.tune.parallel import frozen_gc
 
 
 def _pipe_child(conn) -> None:
@@ -43,13 +43,8 @@ def _handoff_cost() -> HandoffCost:
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_pipe_child, args=(child,), daemon=True)
-    # Frozen: the child never frees what it inherits (a native object's destructor there could
-    # wait for threads that were not forked with it; planner.tune.parallel says more).
-    gc.freeze()
-    try:
+    with frozen_gc():
         proc.start()
-    finally:
-        gc.unfreeze()
     try:
         msg = {"request": 1, "stage": "x", "block": "segment", "offset": 0, "shape": (1024,)}
         busy, idle = [], []
