@@ -46,9 +46,6 @@ SHM_PREFIX = "stageplanner-"
 # A payload up to this size crosses inside its message: cheaper than a shared block's lease and
 # give-back below some tens of KiB (benchmarks/launcher_overhead.py --inline measures it).
 INLINE_BYTES = 64 << 10
-# A replica on another machine than the front door cannot lend it shared memory: everything of
-# it travels inside messages.
-ALL_INLINE = 1 << 62
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +71,7 @@ class Deployment(DeploymentFacade):
         self._backend = backend() if backend is not None else LocalBackend(
             start_method, forkserver.preload_for(s.factory for s in plan.stages))
         if not self._backend.shares_memory:
-            inline_bytes = ALL_INLINE
+            inline_bytes = ipc.ALL_INLINE  # a replica elsewhere cannot lend shared memory
         try:
             planned = layout(plan, device, self.shm_prefix, factory_defaults, inline_bytes,
                              gpu_map, log_level=logs.worker_level())

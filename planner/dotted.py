@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planner.plan import Assign, ComputeRequest, Request, Threads
+from planner.plan import THREAD_VARS, Assign, ComputeRequest, Request, Threads
 
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class DottedError(ValueError):

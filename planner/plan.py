@@ -256,6 +256,10 @@ class Assign:
         return self.text is None or "=" in self.text
 
 
+# How a stage's threads are said in its process's environment (OpenMP and MKL read these): the
+# engines' configs carry them, and the planner reads them back as threads.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
 @dataclass(frozen=True)
 class Threads:
     """Give `stage` (a stage or role name) `count` CPU intra-op threads:

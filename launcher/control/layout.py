@@ -140,7 +140,7 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
         # fraction once per copy on the GPU it runs on.
         units += [Unit(name, (WorkerSpec(
             name=name, stages=tuple(spec(s, copy_gpu=on) for s in stages),
-            gpu=cuda_index(on) if group.devices else gpu,
+            gpu=cuda_index(on),
             memory_fraction=round(sum(fractions), 6) if gpu is not None and fractions else None,
             shm_prefix=shm_prefix, inline_bytes=inline_bytes,
             gpu_compute_percentage=gpu_compute_percentage(shares) if gpu is not None else None,

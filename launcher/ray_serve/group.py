@@ -29,7 +29,7 @@ from launcher.control.admission import default_max_queued, registry_size
 from launcher.control.layout import layout, resolve_device
 from launcher.errors import LaunchError, RequestFailed, StageFailed, WorkerDied
 from launcher.ray_serve.channel import hosted
-from launcher.wire.ipc import Packed
+from launcher.wire.ipc import ALL_INLINE, Packed
 from launcher.wire.protocol import (
     Cancel, Deliver, PassedOn, Released, Result, StageError, Undeliverable,
 )
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHM_PREFIX = "stageplanner-serve-"  # never used for a block: every payload travels inline
-INLINE = 1 << 62  # every payload inside its message, whatever its size
 
 
 def as_served(plan: Plan) -> Plan:
@@ -115,7 +114,7 @@ def group_spec(plan: Plan, group: str,
     defaults = {"max_prepared": registry_size(default_max_queued(plan)),
                 **(factory_defaults or {})}
     gpu_map = {g: 0 for s in served.stages for g in s.gpus}
-    planned = layout(served, device, f"{SHM_PREFIX}{os.getpid()}-", defaults, INLINE, gpu_map)
+    planned = layout(served, device, f"{SHM_PREFIX}{os.getpid()}-", defaults, ALL_INLINE, gpu_map)
     return planned.workers()[group]
 
 

@@ -106,11 +106,8 @@ def create_app(deployment: DeploymentFacade, topology: Mapping[str, Any], *,
         headers = {"X-Sample-Rate": str(sample_rate)}
         media = MEDIA_TYPES[req["format"]]
         try:
-            if req["options"]:
-                handle = deployment.submit(req["input"], req["voice"], stream=req["stream"],
-                                           options=req["options"])
-            else:
-                handle = deployment.submit(req["input"], req["voice"], stream=req["stream"])
+            handle = deployment.submit(req["input"], req["voice"], stream=req["stream"],
+                                       options=req["options"] or None)
         except RequestFailed as exc:
             return failed(exc, deployment)
         if not req["stream"]:

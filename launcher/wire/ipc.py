@@ -57,6 +57,9 @@ from launcher.wire import arrays
 SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 _ALIGN = 64
 MIN_BLOCK = 64 << 10
+# A pool's `inline_bytes` that sends every payload inside its message, whatever its size (no
+# shared memory: a backend whose processes may sit on other machines).
+ALL_INLINE = 1 << 62
 # A small payload must not pin a block this many times larger than it needs; it gets its own.
 _MAX_OVERSIZE = 8
 # Fault every page in when mapping (once per block and process) rather than one fault per page.

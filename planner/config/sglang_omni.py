@@ -23,6 +23,7 @@ from typing import Any
 from planner.config.values import describe, key_path
 from planner.errors import ConfigIssue
 from planner.pipeline import Carried
+from planner.plan import THREAD_VARS
 
 DIALECT = "sglang-omni"
 PLANNED_STAGE_KEYS = ("process", "gpu", "tp_size", "gpu_memory_fraction", "env")
@@ -30,8 +31,7 @@ CARRIED_STAGE_KEYS = ("engine", "factory", "comm", "factory_path", "project_payl
 # A stage's handoffs are its model's (the config class declares them); a file cannot move them.
 ROUTING_KEYS = ("next", "terminal", "route_fn", "wait_for", "wait_for_fn", "merge_fn",
                 "stream_to", "stream_done_to_fn")
-# The environment variables that size a stage's CPU thread pools: the planner's `threads`.
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# A process's fields there -> the process group's here.
 PROCESS_FIELDS = {"num_replicas": "copies", "replica_devices": "gpus"}
 # Top-level keys with the same meaning in both dialects.
 SHARED_TOP = ("mps", "placement", "fused_stages")
@@ -245,7 +245,7 @@ def _whole(value: Any) -> int | None:
 # -- the schema's issues, said with sglang-omni's key paths -------------------------------------
 _FIELD = {"runtime.resources.total_gpu_memory_fraction": "gpu_memory_fraction",
           "threads": "env.OMP_NUM_THREADS"}
-_PROCESS = {"copies": "num_replicas", "gpus": "replica_devices"}
+_PROCESS = {ours: theirs for theirs, ours in PROCESS_FIELDS.items()}
 _EXAMPLES = (("threads: ", "OMP_NUM_THREADS: "), ("copies: ", "num_replicas: "),
              ("gpus: ", "replica_devices: "))
 
@@ -264,7 +264,7 @@ def their_key(key: str, names: list[str], flags: bool = False) -> str:
         return f"stages.{name}" + (f".{field}" if field else "")
     if flags and key.startswith("stages."):  # found by the reader in sglang-omni's own form
         return "--" + key[len("stages."):]
-    m = re.fullmatch(r"processes\.([^.]+)\.(copies|gpus)", key)
+    m = re.fullmatch(rf"processes\.([^.]+)\.({'|'.join(_PROCESS)})", key)
     if m:
         return f"processes.{m.group(1)}.{_PROCESS[m.group(2)]}"
     return key

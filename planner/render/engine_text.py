@@ -10,12 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from planner.plan import Plan
+from planner.plan import THREAD_VARS, Plan
 
 if TYPE_CHECKING:
     from planner.replicas import Packing
 
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # how a stage's threads are said in env
 
 
 @dataclass(frozen=True)

@@ -49,18 +49,14 @@ class Flag:
         return dataclasses.replace(self, **changes)
 
     @property
-    def dest(self) -> str:
-        return self.name.lstrip("-").replace("-", "_")
-
-    @property
     def empty(self) -> Any:
         """The field's value when the option is not given."""
         return () if self.repeat else (False if self.switch else self.default)
 
     def add_to(self, parser: argparse.ArgumentParser | argparse._ActionsContainer,
-               dest: str | None = None) -> argparse.Action:
+               dest: str) -> argparse.Action:
         names = (self.name, self.short) if self.short else (self.name,)
-        kwargs: dict[str, Any] = {"dest": dest or self.dest, "help": self.help}
+        kwargs: dict[str, Any] = {"dest": dest, "help": self.help}
         if self.switch:
             return parser.add_argument(*names, action="store_true", **kwargs)
         if self.repeat:
@@ -147,23 +143,19 @@ class Declared:
     def to_argv(self) -> list[str]:
         """The options as words on a command line, in declaration order: parsed again, they
         give these options back."""
-        words: list[str] = []
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if NESTED in f.metadata:
-                words += value.to_argv()
-            elif FLAG in f.metadata:
-                words += f.metadata[FLAG].argv(value)
-        return words
+        return self._argv(given_only=False)
 
     def given_argv(self) -> list[str]:
         """Only the options that differ from their defaults, as a person types them: what a
         command prints for its user to paste (`to_argv` spells every default out, for a record)."""
+        return self._argv(given_only=True)
+
+    def _argv(self, given_only: bool) -> list[str]:
         words: list[str] = []
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)
             if NESTED in f.metadata:
-                words += value.given_argv()
-            elif FLAG in f.metadata and value != f.metadata[FLAG].empty:
+                words += value._argv(given_only)
+            elif FLAG in f.metadata and not (given_only and value == f.metadata[FLAG].empty):
                 words += f.metadata[FLAG].argv(value)
         return words

@@ -58,7 +58,7 @@ class FakeDeployment:
         self.submitted: list[tuple] = []
         self.handles: list[FakeHandle] = []
 
-    def submit(self, text, voice=None, stream=False):
+    def submit(self, text, voice=None, stream=False, options=None):
         if self.refuse is not None:
             raise self.refuse
         self.submitted.append((text, voice, stream))
@@ -209,8 +209,8 @@ class WaitingHandle(FakeHandle):
 
 def test_a_client_that_leaves_while_waiting_for_a_whole_response_cancels_it(caplog):
     d = FakeDeployment()
-    d.submit = lambda text, voice=None, stream=False: d.handles.append(WaitingHandle()) or \
-        d.handles[-1]
+    d.submit = lambda text, voice=None, stream=False, options=None: \
+        d.handles.append(WaitingHandle()) or d.handles[-1]
     app = create_app(d, {})
     sent: list[dict] = []
 

@@ -26,7 +26,7 @@ class Refusing:
     def __init__(self, state: str, error: Exception) -> None:
         self.state, self.error = DeploymentState(state), error
 
-    def submit(self, text, voice=None, stream=False):
+    def submit(self, text, voice=None, stream=False, options=None):
         raise self.error
 
     def retry_after(self) -> int:
