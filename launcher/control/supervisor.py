@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.wire import ipc
-from launcher.audio import owned_samples
-from launcher.words import WORDS, words_of
+from launcher.words import terminal_output
 from launcher.control.admission import Refusal, Refusals
 from launcher.control.copies import CopyChooser, NoCopyUp
 from launcher.wire.backend import Backend, Exited, Received, Unit
@@ -330,15 +329,10 @@ class Supervisor:
             self.finish(msg.request_id, StageFailed(
                 f"cannot read the output of stage '{msg.stage}' in process '{proc.name}': {exc}"))
             return
-        audio = owned_samples(data.pop("audio", None), msg.packed.segment is not None)
-        if audio is None:
-            self.finish(msg.request_id, StageFailed(
-                f"terminal stage '{msg.stage}' returned no 'audio' tensor (keys: {sorted(data)})"))
-            return
         try:
-            words = words_of(data.pop(WORDS, None), msg.stage)
-        except ValueError as exc:
-            self.finish(msg.request_id, StageFailed(str(exc)))
+            audio, words = terminal_output(data, msg.stage, msg.packed.segment is not None)
+        except StageFailed as exc:
+            self.finish(msg.request_id, exc)
             return
         handle._chunk(audio, words)
         del audio, data

@@ -25,7 +25,7 @@ from launcher.errors import RequestFailed, StageFailed
 from launcher.ray_serve.group import request_failure
 from launcher.wire import ipc
 from launcher.wire.protocol import Result
-from launcher.words import WORDS, WordTiming, words_of
+from launcher.words import WordTiming, terminal_output
 
 if TYPE_CHECKING:
     from planner import Plan
@@ -36,18 +36,9 @@ def _no_blocks(segment: str, lease: int) -> None:
 
 
 def samples_of(message: Result, receiver: ipc.Receiver) -> tuple[Any, tuple[WordTiming, ...]]:
-    """The terminal stage's audio in one `Result`, as 1-D samples of the kind it was made, and
-    its word timings (`launcher.words`)."""
-    data = receiver.unpack(message.packed)
-    audio = data.pop("audio", None)
-    if audio is None:
-        raise StageFailed(f"terminal stage '{message.stage}' returned no 'audio' tensor (keys: "
-                          f"{sorted(data)})")
-    try:
-        words = words_of(data.pop(WORDS, None), message.stage)
-    except ValueError as exc:
-        raise StageFailed(str(exc)) from None
-    return audio.reshape(-1), words
+    """The terminal stage's audio in one `Result`, as 1-D float32 samples, and its word timings,
+    read as `planner serve`'s supervisor reads them (`launcher.words.terminal_output`)."""
+    return terminal_output(receiver.unpack(message.packed), message.stage, shared=False)
 
 
 class FrontDoor:
