@@ -49,7 +49,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.peer_hibari import MODEL, ROOT, SPEECH, TEXTS, our_server
+from benchmarks.peer_hibari import MODEL, ROOT, SPEECH, TEXTS, our_server, per_round, rotated
 from benchmarks.line_child import BenchFailed
 from benchmarks.peer_piper import machine, positive, tree
 from benchmarks.round_ratios import summarise
@@ -244,10 +244,9 @@ def served(roots: list[Path], flags: list[str], requests: int, batches: int, idl
         library.batch(len(TEXTS))  # warm
         library.batches.clear()
         metrics0 = settled_metrics(plans[0].url)
-        sizes = [requests // batches + (b < requests % batches) for b in range(batches)]
         turns: list[Served | LibraryCalls] = [*plans, library]
-        for b, size in enumerate(sizes):
-            for turn in turns[b % len(turns):] + turns[:b % len(turns)]:
+        for b, size in enumerate(per_round(requests, batches)):
+            for turn in rotated(turns, b):
                 turn.batch(size)
         profile = stage_profile(metrics0, settled_metrics(plans[0].url), {s: s for s in STAGES})
     finally:

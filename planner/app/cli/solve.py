@@ -66,10 +66,10 @@ def run(args: argparse.Namespace) -> int:
         return error(f"--output writes an engine's config file; add --format "
                      f"{' or --format '.join(FILE_FORMATS)}, or drop --output (--format "
                      f"{args.format} prints on stdout).")
-    pipeline, result = solve(ModelChoice.from_args(args), PlacementFlags.from_args(args),
-                             Scale.from_args(args))
+    model, placement = ModelChoice.from_args(args), PlacementFlags.from_args(args)
+    pipeline, result = solve(model, placement, Scale.from_args(args))
     if args.format in FILE_FORMATS:
-        return _engine_file(args, result)
+        return _engine_file(args, model, placement, result)
     if args.format == "json":
         from planner.render.dicts import result_json  # each format loads its own renderer
 
@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _engine_file(args: argparse.Namespace, result) -> int:
+def _engine_file(args: argparse.Namespace, model: ModelChoice, placement: PlacementFlags,
+                 result) -> int:
     """The plan in an engine's config language, on stdout or in --output; an infeasible or
     invalid request prints its diagnostics on stderr and writes nothing."""
     from planner.app.cli.engine_file import engine_file, notes, save
@@ -95,8 +96,7 @@ def _engine_file(args: argparse.Namespace, result) -> int:
     if not result.ok:
         render_result(err, result)
         return result.exit_code
-    written = engine_file(args.format, ModelChoice.from_args(args),
-                          PlacementFlags.from_args(args).requests(), result)
+    written = engine_file(args.format, model, placement.requests(), result)
     if isinstance(written, str):
         return error(written)
     if args.output:
