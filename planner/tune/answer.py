@@ -33,6 +33,11 @@ class Commands:
     file: str | None = None
     settle: tuple[str, ...] = ()
 
+    def as_dict(self, settle_key: str = "settle") -> dict[str, Any]:
+        """As tune.json writes them (the rate question calls the settling command `check`)."""
+        return {"serve": list(self.serve), "serve_file": list(self.serve_file) or None,
+                "file": self.file, settle_key: list(self.settle) or None}
+
 
 @dataclass(frozen=True)
 class TieCheck:
@@ -184,9 +189,7 @@ def answer_dict(choice: Choice, commands: Commands | None, check: TieCheck | Non
         "how_sure": how_sure(choice),
         "tied": list(tied(choice)),
         "why": list(reasons(choice)),
-        "commands": None if commands is None else {
-            "serve": list(commands.serve), "serve_file": list(commands.serve_file) or None,
-            "file": commands.file, "settle": list(commands.settle) or None},
+        "commands": None if commands is None else commands.as_dict(),
         "tie_check": None if check is None else {
             "rival": check.rival, "served": check.served, "skipped": check.skipped,
             "requests": check.requests or None, "rounds": check.rounds or None},

@@ -4,13 +4,13 @@ paragraph on the closest plan and the replicas that would meet. Decides nothing.
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING, Any
 
 from planner.flags import command_line, flags
 from planner.tune.answer import Commands
 from planner.tune.rate_question import SHOWN, Band, Estimate, RateAnswer
 from planner.tune.rate_verify import Check, RateVerdict, Served
+from planner.tune.screen import command_text, serve_commands
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -230,14 +230,8 @@ def rate_commands(console: Console, a: RateAnswer, profile: Profile,
         return
     if commands.settle:
         served = "the pick and the cheaper plan" if a.runner_up is not None else "the pick"
-        line(f"check it served ({served}, at the rate):",
-             shlex.join(["planner", *commands.settle]))
-    line("run it:" if a.pick.candidate.requests else
-         "run it (the declared topology: no flag needed):",
-         shlex.join(["planner", *commands.serve]))
-    if commands.serve_file:
-        line("or from the file tune wrote:",
-             shlex.join(["planner", *commands.serve_file]))
+        line(f"check it served ({served}, at the rate):", command_text(commands.settle))
+    serve_commands(console, a.pick.candidate, commands)
 
 
 def estimate_dict(e: Estimate | None) -> dict[str, Any] | None:

@@ -172,7 +172,8 @@ def _tie(console: Console, choice: Choice, verdict: Verdict | None, check: TieCh
                           soft_wrap=True)
 
 
-def _commands(console: Console, best: Candidate, commands: Commands) -> None:
+def serve_commands(console: Console, best: Candidate, commands: Commands) -> None:
+    """The commands that serve the pick: by its flags, and by the file tune wrote."""
     from rich.text import Text
 
     how = ("run it (the declared topology: no flag needed):" if not best.requests else
@@ -217,4 +218,4 @@ def render_answer(console: Console, choice: Choice, profile: Profile,
     console.print(Text("why: ", style="bold") + Text(" ".join(reasons(choice))))
     _tie(console, choice, verdict, check, commands)
     if commands is not None:
-        _commands(console, best, commands)
+        serve_commands(console, best, commands)

@@ -99,10 +99,7 @@ def verified_dict(tune: TuneOptions, verdict: RateVerdict) -> dict[str, Any]:
 
 def commands_dict(commands: Commands | None) -> dict[str, Any] | None:
     """What to run, as tune.json's `rate_question.commands` (None: no pick)."""
-    if commands is None:
-        return None
-    return {"serve": list(commands.serve), "serve_file": list(commands.serve_file) or None,
-            "file": commands.file, "check": list(commands.settle) or None}
+    return None if commands is None else commands.as_dict(settle_key="check")
 
 
 def render(console: Console, answer_: RateAnswer, profile: Profile, tune: TuneOptions,
