@@ -92,22 +92,3 @@ class Timeline:
         rest, self._waiting = tuple(self._waiting), []
         return rest
 
-
-def terminal_output(data: dict[str, Any], stage: str,
-                    shared: bool) -> tuple[Any, tuple[WordTiming, ...]]:
-    """What a terminal stage's output gives the client: its `audio` as 1-D float32 samples it
-    may keep (`launcher.audio.owned_samples`; `shared`: the payload came in a shared block) and
-    its word timings. Takes both out of `data`; an output without audio, or with malformed
-    timings, is the stage's failure (`StageFailed`). One reading for every front door."""
-    from launcher.audio import owned_samples  # here: this module stays light for the stages
-    from launcher.errors import StageFailed
-
-    audio = owned_samples(data.pop("audio", None), shared)
-    if audio is None:
-        raise StageFailed(f"terminal stage '{stage}' returned no 'audio' tensor (keys: "
-                          f"{sorted(data)})")
-    try:
-        words = words_of(data.pop(WORDS, None), stage)
-    except ValueError as exc:
-        raise StageFailed(str(exc)) from None
-    return audio, words

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.wire import ipc
-from launcher.words import terminal_output
+from launcher.control.outputs import terminal_output
 from launcher.control.admission import Refusal, Refusals
 from launcher.control.copies import CopyChooser, NoCopyUp
 from launcher.wire.backend import Backend, Exited, Received, Unit

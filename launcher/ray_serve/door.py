@@ -19,13 +19,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from launcher.control import metrics
+from launcher.control.outputs import terminal_output
 from launcher.control.request_table import OUTCOMES, SpeechRequest
 from launcher.control.states import DeploymentState
 from launcher.errors import RequestFailed, StageFailed
 from launcher.ray_serve.group import request_failure
 from launcher.wire import ipc
 from launcher.wire.protocol import Result
-from launcher.words import WordTiming, terminal_output
+from launcher.words import WordTiming
 
 if TYPE_CHECKING:
     from planner import Plan
