@@ -39,10 +39,14 @@ def flags(requests: Iterable[Request | ComputeRequest]) -> tuple[str, ...]:
     return tuple(flag(r) for r in requests)
 
 
+def flag_words(requests: Iterable[Request | ComputeRequest]) -> tuple[str, ...]:
+    """The flags as a command's words: each option, then its value."""
+    return tuple(w for f in flags(requests) for w in f.split(" ", 1))
+
+
 def command_line(requests: Iterable[Request | ComputeRequest]) -> str:
     """The flags as one shell-safe string, e.g. for a hint or a results table."""
-    return " ".join(f"{option} {shlex.quote(value)}"
-                    for option, _, value in (f.partition(" ") for f in flags(requests)))
+    return shlex.join(flag_words(requests))
 
 
 def from_options(isolate_stages: Sequence[str] = (), stage_processes: Sequence[str] = (),

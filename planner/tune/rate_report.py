@@ -4,9 +4,10 @@ paragraph on the closest plan and the replicas that would meet. Decides nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from planner.flags import command_line, flags
+from planner.flags import flag_words, flags
 from planner.tune.answer import Commands
 from planner.tune.rate_question import SHOWN, Band, Estimate, RateAnswer
 from planner.tune.rate_verify import Check, RateVerdict, Served
@@ -80,9 +81,10 @@ def miss_text(e: Estimate, a: RateAnswer) -> str:
             f"({ms / target.ms:+.0%}, by the median)")
 
 
-def unmet_paragraph(a: RateAnswer, model: str, command: bool = True) -> str:
-    """Nothing meets: the closest plan, and how many whole replicas of it would (with `command`,
-    ending with the command that serves them)."""
+def unmet_paragraph(a: RateAnswer, model: Sequence[str] | None) -> str:
+    """Nothing meets: the closest plan, and how many whole replicas of it would (given `model`,
+    the words that name the pipeline to `planner serve`, ending with the command that serves
+    them)."""
     head = (f"No plan is predicted to meet {targets_text(a)} at {a.rate:g} req/s on this "
             f"machine ({a.cores} CPUs; {a.considered} plans predicted).")
     e = a.closest
@@ -117,17 +119,18 @@ def unmet_paragraph(a: RateAnswer, model: str, command: bool = True) -> str:
     return (out + f" Split over {r.count} whole replicas of {it}, each taking "
             f"{a.rate / r.count:.3g} req/s{within}, it is predicted to meet "
             f"({t.label} {_band(b)}): {r.count} nodes of this machine's size ({a.cores} CPUs "
-            "each)" + (f", `{replicas_command(a, model)}`." if command else "."))
+            "each)" + (f", `{replicas_command(a, model)}`." if model is not None else "."))
 
 
-def replicas_command(a: RateAnswer, model: str) -> str | None:
-    """The command that serves the replicas the answer names (None: it names none)."""
+def replicas_command(a: RateAnswer, model: Sequence[str]) -> str | None:
+    """The command that serves the replicas the answer names (None: it names none); `model`:
+    the words that name the pipeline to `planner serve` (the card and its variant, or the
+    user's YAML)."""
     r = a.replicas
     if a.pick is not None or r is None or r.count is None:
         return None
-    serve = command_line(r.per_replica.candidate.requests)
-    return (f"planner serve {model}{' ' + serve if serve else ''} --replicas {r.count} "
-            "--cluster FILE")
+    return command_text(["serve", *model, *flag_words(r.per_replica.candidate.requests),
+                         "--replicas", str(r.count), "--cluster", "FILE"])
 
 
 def finalists_table(a: RateAnswer, every: bool) -> Table:
@@ -209,13 +212,14 @@ def render_rate(console: Console, a: RateAnswer, profile: Profile, every: bool =
             console.print(Text(f"({hidden} more finalists: --all; every plan in {results})",
                                style="dim"))
     if e is None:
-        console.print(Text(unmet_paragraph(a, profile.model, command=False)))
+        console.print(Text(unmet_paragraph(a, None)))
 
 
-def rate_commands(console: Console, a: RateAnswer, profile: Profile,
+def rate_commands(console: Console, a: RateAnswer, model: Sequence[str],
                   commands: Commands | None) -> None:
     """What to run, last: the command that checks the pick served (unless it was), and those
-    that serve it; with no pick, the replicas that would meet."""
+    that serve it; with no pick, the replicas that would meet (`model`: the words that name the
+    pipeline to `planner serve`)."""
     from rich.text import Text
 
     def line(label: str, words: str) -> None:
@@ -223,7 +227,7 @@ def rate_commands(console: Console, a: RateAnswer, profile: Profile,
         console.print("  " + words, markup=False, highlight=False, soft_wrap=True)
 
     if a.pick is None:
-        if (replicas := replicas_command(a, profile.model)) is not None:
+        if (replicas := replicas_command(a, model)) is not None:
             line(f"serve it on {a.replicas.count} nodes:", replicas)  # type: ignore[union-attr]
         return
     if commands is None:
@@ -256,7 +260,7 @@ def estimate_dict(e: Estimate | None) -> dict[str, Any] | None:
     }
 
 
-def rate_dict(a: RateAnswer, model: str) -> dict[str, Any]:
+def rate_dict(a: RateAnswer, model: Sequence[str]) -> dict[str, Any]:
     return {
         "rate": a.rate,
         "targets": {t.key: t.ms for t in a.targets},

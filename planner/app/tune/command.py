@@ -185,7 +185,7 @@ def run_tune(tune: TuneOptions, out: Console, err: Console) -> int:
     answer = tune_rate.ask(choice, profile, tune_rate.targets(tune)) if rate_question else None
     verified = None
     if answer is not None:
-        result = tune_rate.finish(answer, choice, result, profile)
+        result = tune_rate.finish(answer, choice, result, profile, tune)
         result["rate_question"]["cpu_bursts_now"] = bursts.as_dict() if bursts else None
         if tune.verify:
             verified = tune_rate.verify(tune, answer, output, err)

@@ -16,7 +16,7 @@ from pathlib import Path
 from planner.app.cli.engine_file import engine_file, notes, save
 from planner.app.cli.options import ModelChoice
 from planner.app.tune.options import TuneOptions
-from planner.flags import flags
+from planner.flags import flag_words
 from planner.tune.answer import Commands
 from planner.tune.choose import Candidate
 from planner.tune.errors import TuneError
@@ -85,7 +85,7 @@ def commands(tune: TuneOptions, profile: Profile, pick: Candidate | None, file: 
     if pick is None:
         return None
     words = model_words(tune, profile)
-    serve = ("serve", *words, *(w for f in flags(pick.requests) for w in f.split(" ", 1)))
+    serve = ("serve", *words, *flag_words(pick.requests))
     serve_file: tuple[str, ...] = ()
     if file is not None:
         serve_file = ("serve", profile.model,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.app.tune.options import TuneOptions
+from planner.app.tune.pick import model_words
 from planner.tune.answer import Commands
 from planner.tune.choose import Choice
 from planner.tune.errors import TuneError
@@ -68,8 +69,8 @@ def ask(choice: Choice, profile: Profile, asked: tuple[Target, ...]) -> RateAnsw
     return answer(choice.ranked, profile, choice.workloads[0], asked, choice.cores)
 
 
-def finish(answer_: RateAnswer, choice: Choice, result: dict[str, Any],
-           profile: Profile) -> dict[str, Any]:
+def finish(answer_: RateAnswer, choice: Choice, result: dict[str, Any], profile: Profile,
+           tune: TuneOptions) -> dict[str, Any]:
     """tune's JSON with the rate question's answer, and its pick as what to run (`best`: its
     index into `candidates`, which stay in the ranking's order)."""
     from planner.tune.rate_report import rate_dict
@@ -79,7 +80,7 @@ def finish(answer_: RateAnswer, choice: Choice, result: dict[str, Any],
     best = next((i for i, c in enumerate(choice.ranked) if c is pick), None)
     return {**result, "objective": "cheapest meeting the targets", "best": best,
             "persist": persist_dict(profile, pick),
-            "rate_question": rate_dict(answer_, profile.model)}
+            "rate_question": rate_dict(answer_, model_words(tune, profile))}
 
 
 def verify(tune: TuneOptions, answer_: RateAnswer, output: Path,
@@ -114,4 +115,4 @@ def render(console: Console, answer_: RateAnswer, profile: Profile, tune: TuneOp
         from planner.tune.rate_report import render_verified
 
         render_verified(console, verified, requests(tune))
-    rate_commands(console, answer_, profile, commands)
+    rate_commands(console, answer_, model_words(tune, profile), commands)

@@ -30,7 +30,7 @@ def test_a_plan_whose_first_audio_meets_but_that_cannot_keep_up_is_not_picked():
     assert declared.verdict == "overloaded"
     assert a.pick is not None and a.pick.cpus == 2 and a.pick.capacity.low >= 20
     assert a.runner_up is declared
-    d = rate_dict(a, "qwen3-tts")
+    d = rate_dict(a, ["qwen3-tts"])
     assert d["runner_up"]["verdict"] == "overloaded" and d["runner_up"]["overloaded"] is True
     cap = d["runner_up"]["capacity_rps"]
     assert cap["low"] <= cap["median"] <= cap["high"] < 20
@@ -53,7 +53,7 @@ def test_nothing_meets_counts_the_replicas_each_of_which_keeps_up():
     e = a.closest
     assert 70 / 3 <= e.capacity.low and e.capacity.median < 70 / 2
     assert a.replicas.count == 3
-    text = unmet_paragraph(a, "qwen3-tts")
+    text = unmet_paragraph(a, ["qwen3-tts"])
     assert f"The closest is `{e.candidate.name}`" in text and "overloaded: completes" in text
     assert "below the 70 req/s asked" in text
     assert "Split over 3 whole replicas of it, each taking 23.3 req/s, within the" in text
@@ -77,7 +77,7 @@ def test_more_replicas_than_tune_counts_are_said_to_be_needed_not_a_faster_targe
     _, a = ask(300, GENEROUS)
     assert not a.met and a.replicas.count is None
     assert a.closest.capacity.low < 300 / 8
-    text = unmet_paragraph(a, "qwen3-tts")
+    text = unmet_paragraph(a, ["qwen3-tts"])
     assert "Even 8 whole replicas of it, each taking 37.5 req/s, would each get more" in text
     assert "not more replicas" not in text and "--replicas" not in text
 
@@ -110,6 +110,6 @@ def test_replicas_are_of_the_plan_needing_the_fewest_nodes_then_the_cheapest(
     # the paragraph names the replicated plan when it is not the closest one
     _, over = ask(70, GENEROUS)
     other = next(e for e in over.finalists if e is not over.closest)
-    text = unmet_paragraph(replace(over, replicas=rq.Replicas(3, other, 3)), "qwen3-tts")
+    text = unmet_paragraph(replace(over, replicas=rq.Replicas(3, other, 3)), ["qwen3-tts"])
     assert f"whole replicas of `{other.candidate.name}` (2 CPUs, 1 GPU; of the plans" in text
     assert "--replicas 3" in text

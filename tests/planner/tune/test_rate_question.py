@@ -12,7 +12,8 @@ from planner import Profile, StageProfile
 from planner.tune import rate_question
 from planner.tune.choose import choose
 from planner.tune.rate_question import Target, answer, observed
-from planner.tune.rate_report import rate_dict, unmet_paragraph
+from planner.flags import flag_words
+from planner.tune.rate_report import rate_dict, replicas_command, unmet_paragraph
 from planner.tune.workload import Prediction, Workload
 from tests.cli import run_planner
 
@@ -60,12 +61,26 @@ def test_nothing_meets_names_the_closest_and_the_replicas_that_would():
     k = a.replicas.count
     assert k is not None and 2 <= k <= rate_question.MAX_REPLICAS
     assert a.replicas.per_replica.band("ttfa", 99).high <= 50
-    text = unmet_paragraph(a, "qwen3-tts")
+    text = unmet_paragraph(a, ["qwen3-tts"])
     closest = a.closest.band("ttfa", 99)
     assert f"predicted TTFA p99 {closest.median:.0f} ms" in text
     assert f"`{a.closest.candidate.name}`" in text
     assert f"{k} whole replicas" in text and f"--replicas {k}" in text
     assert f"{k} nodes of this machine's size (2 CPUs each)" in text
+
+
+def test_the_replicas_command_names_the_pipeline_as_tune_was_asked_about_it():
+    # a variant or a user's YAML must reach `planner serve`, or the replicas serve another pipeline
+    _, a = ask(24, (Target("ttfa", 99, 50),))
+    flags = " ".join(flag_words(a.replicas.per_replica.candidate.requests))
+    for words, spelled in ((["qwen3-tts", "--variant", "base"], "qwen3-tts --variant base"),
+                           (["--config", "my pipe.yaml"], "--config 'my pipe.yaml'")):
+        assert replicas_command(a, words) == (
+            f"planner serve {spelled}{' ' + flags if flags else ''} --replicas "
+            f"{a.replicas.count} --cluster FILE")
+        assert f"`planner serve {spelled}" in unmet_paragraph(a, words)
+        assert rate_dict(a, words)["unmet"] == unmet_paragraph(a, words)
+    assert "planner serve" not in unmet_paragraph(a, None)  # the screen's paragraph: no command
 
 
 def test_first_audio_percentiles_are_ordered_and_never_after_the_whole_response():
@@ -84,7 +99,7 @@ def test_a_whole_response_pipelines_first_audio_is_its_latency():
 
 def test_the_json_answer_carries_pick_cost_bands_runner_up_and_unmet():
     _, met = ask(12, (Target("ttfa", 99, 80), Target("latency", 99, 2000)))
-    d = rate_dict(met, "qwen3-tts")
+    d = rate_dict(met, ["qwen3-tts"])
     assert d["met"] and d["unmet"] is None and d["targets"] == {
         "ttfa_p99_ms": 80, "latency_p99_ms": 2000}
     assert d["pick"]["cost"]["cpus"] == 2 and d["pick"]["verdict"] == "meets"
@@ -93,7 +108,7 @@ def test_the_json_answer_carries_pick_cost_bands_runner_up_and_unmet():
     assert band["low"] <= band["median"] <= band["high"] <= 80
     assert d["runner_up"]["flags"] == [] and d["runner_up"]["misses"]["by_ms"] > 0
     _, unmet = ask(40, (Target("ttfa", 99, 80),))
-    d = rate_dict(unmet, "qwen3-tts")
+    d = rate_dict(unmet, ["qwen3-tts"])
     assert not d["met"] and d["pick"] is None and d["replicas"]["count"] >= 2
     assert d["unmet"].startswith("No plan is predicted to meet TTFA p99 <= 80 ms at 40 req/s")
 
