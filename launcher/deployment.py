@@ -80,7 +80,7 @@ class Deployment(DeploymentFacade):
             raise
         self._supervisor = Supervisor(planned, self._backend, RestartPolicy(max_restarts),
                                       [s.name for s in plan.stages], self.shm_prefix,
-                                      self.max_queued)
+                                      self.max_queued, plan.sample_rate)
         self.failed = self._supervisor.failed  # set when the deployment gave up (restart limit)
 
     def _start(self) -> None:
@@ -103,9 +103,7 @@ class Deployment(DeploymentFacade):
                options: Mapping[str, Any] | None = None) -> SpeechRequest:
         """Start synthesising `text`. Raises `Unavailable` when the deployment cannot take it.
         `options`: more fields of the entry stages' payload (e.g. `speed`)."""
-        handle = self._supervisor.submit(text, voice, stream, options)
-        handle.sample_rate = self.plan.sample_rate
-        return handle
+        return self._supervisor.submit(text, voice, stream, options)
 
     def synthesize(self, text: str, voice: str | None = None,
                    timeout: float | None = 120.0) -> Audio:

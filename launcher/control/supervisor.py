@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.audio import SAMPLE_RATE
 from launcher.wire import ipc
 from launcher.control.outputs import terminal_output
 from launcher.control.admission import Refusal, Refusals
@@ -104,8 +105,9 @@ class Tallies:
 
 class Supervisor:
     def __init__(self, layout: Layout, backend: Backend, policy: RestartPolicy, stages: list[str],
-                 shm_prefix: str, max_queued: int) -> None:
+                 shm_prefix: str, max_queued: int, sample_rate: int = SAMPLE_RATE) -> None:
         self.layout, self.backend, self.policy = layout, backend, policy
+        self.sample_rate = sample_rate  # the plan's: each handle's audio is at this rate
         self.shm_prefix = shm_prefix
         self.max_queued = max_queued  # admission control (`admission`)
         self.refusals = Refusals()
@@ -247,7 +249,7 @@ class Supervisor:
             copy = dict(route)
             targets = [self.procs[copy.get(g, g)]
                        for g in (self.layout.home[s] for s in self.layout.entry)]
-            handle = SpeechRequest(request_id, stream, self.finish)
+            handle = SpeechRequest(request_id, stream, self.finish, self.sample_rate)
             handle.copies = copy
             self.table.open(handle, {p.name for p in targets})
         # `stream` tells the stages which audio is asked for: a whole response needs no chunks.

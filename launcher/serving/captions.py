@@ -30,15 +30,14 @@ import json
 from collections.abc import Awaitable, Callable, Iterable
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from launcher.audio import pcm16, wav_header
-from launcher.errors import RequestFailed
+from launcher.audio import Audio, pcm16, wav_header
 from launcher.facade import DeploymentFacade
 from launcher.serving import encode
+from launcher.serving.answer import Answer, answer
 from launcher.serving.catalog import Catalog
-from launcher.serving.disconnects import first_of, streamed, unless_gone
-from launcher.serving.speech_body import MEDIA_TYPES, BadRequest, error, failed, parse
+from launcher.serving.speech_body import MEDIA_TYPES, BadRequest, error, parse
 from launcher.words import TIMESTAMPS, WordTiming
 
 NDJSON = "application/x-ndjson"
@@ -83,32 +82,18 @@ def endpoint(deployment: DeploymentFacade, catalog: Catalog, *, max_input_chars:
                               "/v1/audio/speech for the audio alone, or send "
                               "\"return_timestamps\": false", "timestamps_not_supported")
         options = {**req["options"], TIMESTAMPS: True} if asked else req["options"]
-        fmt, stream = req["format"], req["stream"]
-        try:
-            handle = deployment.submit(req["input"], req["voice"], stream=stream,
-                                       options=options)
-        except RequestFailed as exc:
-            return failed(exc, deployment)
+        fmt, timeout = req["format"], request_timeout
         media = MEDIA_TYPES[fmt]
         headers = {"X-Sample-Rate": str(plan.sample_rate)}
-        if not stream:
-            try:
-                audio, words = await unless_gone(
-                    request, handle, handle.captioned_result_async(request_timeout))
-            except RequestFailed as exc:
-                return failed(exc, deployment)
+        head = [wav_header(plan.sample_rate, None)] if fmt == "wav" else []
+
+        async def respond(whole: tuple[Audio, tuple[WordTiming, ...]]) -> Response:
+            audio, words = whole
             body = await encode.whole(audio, fmt)
             return JSONResponse({"audio": base64.b64encode(body).decode("ascii"),
                                  "audio_format": media,
                                  "timestamps": timestamps_json(words if asked else ())},
                                 headers=headers)
-
-        pieces = handle.captioned_async(request_timeout)
-        try:
-            first = await first_of(request, handle, pieces)
-        except RequestFailed as exc:
-            return failed(exc, deployment)
-        head = [wav_header(plan.sample_rate, None)] if fmt == "wav" else []
 
         def line(piece) -> bytes:
             samples, words = piece
@@ -119,7 +104,9 @@ def endpoint(deployment: DeploymentFacade, catalog: Catalog, *, max_input_chars:
             head.clear()
             return _line(audio, media, words)
 
-        return StreamingResponse(streamed(handle, first, pieces, line), media_type=NDJSON,
-                                 headers=headers)
+        return await answer(request, deployment, req, options, Answer(
+            whole=lambda h: h.captioned_result_async(timeout), respond=respond,
+            pieces=lambda h: h.captioned_async(timeout), render=line, media_type=NDJSON),
+            headers)
 
     return captioned_speech

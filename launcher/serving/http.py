@@ -23,20 +23,18 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from launcher.audio import pcm16, wav_header
-from launcher.errors import RequestFailed
+from launcher.audio import Audio, pcm16, wav_header
 from launcher.facade import DeploymentFacade
 from launcher.serving import captions, encode
 from launcher.serving.catalog import Catalog
-from launcher.serving.disconnects import StreamAborted, first_of, streamed, unless_gone
+from launcher.serving.answer import Answer, answer
+from launcher.serving.disconnects import StreamAborted
 from launcher.serving.limits import MAX_INPUT_CHARS, REQUEST_TIMEOUT_S
-from launcher.serving.speech_body import (
-    MEDIA_TYPES, BadRequest, error, failed, parse, refusal_headers,
-)
+from launcher.serving.speech_body import MEDIA_TYPES, BadRequest, error, parse, refusal_headers
 
 __all__ = ["MAX_INPUT_CHARS", "MEDIA_TYPES", "create_app"]
 
@@ -103,33 +101,21 @@ def create_app(deployment: DeploymentFacade, topology: Mapping[str, Any], *,
             req = await parse(request, max_input_chars, catalog)
         except BadRequest as bad:
             return bad.response
+        fmt, timeout = req["format"], request_timeout
         headers = {"X-Sample-Rate": str(sample_rate)}
-        media = MEDIA_TYPES[req["format"]]
-        try:
-            handle = deployment.submit(req["input"], req["voice"], stream=req["stream"],
-                                       options=req["options"] or None)
-        except RequestFailed as exc:
-            return failed(exc, deployment)
-        if not req["stream"]:
-            try:
-                audio = await unless_gone(request, handle, handle.result_async(request_timeout))
-            except RequestFailed as exc:
-                return failed(exc, deployment)
-            body = await encode.whole(audio, req["format"])
-            return Response(body, media_type=media, headers=headers)
+        head = [wav_header(sample_rate, None)] if fmt == "wav" else []
 
-        chunks = handle.chunks_async(request_timeout)
-        try:
-            first = await first_of(request, handle, chunks)
-        except RequestFailed as exc:
-            return failed(exc, deployment)
-        head = [wav_header(sample_rate, None)] if req["format"] == "wav" else []
+        async def respond(audio: Audio) -> Response:
+            return Response(await encode.whole(audio, fmt), media_type=MEDIA_TYPES[fmt],
+                            headers=headers)
 
         def render(chunk) -> bytes:
             return (head.pop() if head else b"") + pcm16(chunk)
 
-        return StreamingResponse(streamed(handle, first, chunks, render), media_type=media,
-                                 headers=headers)
+        return await answer(request, deployment, req, req["options"], Answer(
+            whole=lambda h: h.result_async(timeout), respond=respond,
+            pieces=lambda h: h.chunks_async(timeout), render=render,
+            media_type=MEDIA_TYPES[fmt]), headers)
 
     async def health(request: Request) -> Response:
         report = deployment.health()
