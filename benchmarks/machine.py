@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import platform
+import shlex
+import sys
 
 from planner.app.bench.machine import cpu_model
 
@@ -17,3 +20,12 @@ def described() -> str:
     """`CPU, N cores, load average L1 L5 L15`: the line a saved run keeps beside its figures."""
     one, five, fifteen = os.getloadavg()
     return f"{cpu_name()}, {os.cpu_count()} cores, load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def run_facts() -> dict:
+    """When and where a run is, as its JSON keeps it: the date, the CPU, the cores this process
+    may use, the load average, and the command that ran."""
+    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "command": shlex.join([sys.executable, *sys.argv])}

@@ -49,13 +49,15 @@ from benchmarks.peer_hibari_report import (
     PEERS, PROCESSES, SERVER, kinds_at, label, peer_name, peers_at, report,
 )
 from benchmarks.line_child import BenchFailed, LineChild
-from benchmarks.peer_piper import Server, machine, ours_entry, positive, tree_cpu_s
+from benchmarks.machine import run_facts
+from benchmarks.peer_args import add_round_options, ours_entry, positive, settle_rounds
+from benchmarks.process_tree import tree_cpu_s
+from benchmarks.served_process import ROOT, Server
 
 from planner.app.bench.load_shapes import Closed, Load
 from planner.app.bench.loadgen import run_load
 from planner.app.bench.speech import Speech
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL = "hibari-heart"
 DEFAULTS = {"rounds": 8, "requests": 384}
 QUICK = {"rounds": 2, "requests": 8}
@@ -92,37 +94,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="peer_hibari.py", description="planner serve hibari-heart against hibari-tts in "
                                            "its users' own process, in interleaved rounds")
-    p.add_argument("--ours", type=ours_entry, action="append", metavar="NAME=FLAGS",
-                   help="a plan of hibari-heart, as planner serve's flags (repeatable; default: "
-                        + "; ".join(DEFAULT_OURS) + ")")
+    add_round_options(p, DEFAULTS, QUICK, "a plan of hibari-heart, as planner serve's flags "
+                                          "(repeatable; default: " + "; ".join(DEFAULT_OURS) + ")")
     p.add_argument("--library-threads", type=positive, action="append", metavar="N",
                    help="Hibari(threads=N) for the library's rows (repeatable; default 1 and 2)")
-    p.add_argument("--concurrency", type=positive, action="append", metavar="C",
-                   help="closed-loop clients (repeatable; default 1 and 4)")
-    p.add_argument("--rounds", type=positive, help=f"interleaved rounds (default "
-                   f"{DEFAULTS['rounds']}; --quick {QUICK['rounds']})")
-    p.add_argument("--requests", type=positive, help=f"measured requests per system and load "
-                   f"over all rounds (default {DEFAULTS['requests']}; --quick "
-                   f"{QUICK['requests']})")
-    p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 8 requests")
-    p.add_argument("--startup-timeout", type=float, default=300.0, metavar="S")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the raw results here")
     args = p.parse_args(argv)
-    base = QUICK if args.quick else DEFAULTS
-    args.rounds = args.rounds or base["rounds"]
-    args.requests = args.requests or base["requests"]
-    args.concurrency = sorted(set(args.concurrency or [1, 4]))
+    settle_rounds(p, args, DEFAULTS, QUICK, [ours_entry(o) for o in DEFAULT_OURS], lambda name: (
+        f"--ours name {name!r} looks like one of the library's rows; choose another"
+        if name.split("-t")[0] in PEERS else None))
     args.library_threads = sorted(set(args.library_threads or [1, 2]))
-    args.ours = args.ours or [ours_entry(o) for o in DEFAULT_OURS]
-    names = [n for n, _ in args.ours]
-    if len(set(names)) != len(names):
-        p.error(f"--ours names must differ (got {', '.join(names)}); name each entry")
-    taken = [n for n in names if n.split("-t")[0] in PEERS]
-    if taken:
-        p.error(f"--ours name {taken[0]!r} looks like one of the library's rows; choose another")
-    if args.requests < args.rounds:
-        p.error(f"--requests {args.requests} is fewer than --rounds {args.rounds}; give each "
-                "round at least one request")
     return args
 
 
@@ -244,7 +225,7 @@ def measure(system: str, concurrency: int, requests: int, servers: dict[str, Ser
 
 
 def run(args: argparse.Namespace) -> dict:
-    at_start = machine()
+    at_start = run_facts()
     servers = {name: our_server(flags) for name, flags in args.ours}
     if any(SERVER in kinds_at(c) for c in args.concurrency):
         servers |= {peer_name(SERVER, t): user_server(t) for t in args.library_threads}
@@ -279,7 +260,7 @@ def run(args: argparse.Namespace) -> dict:
         for library in libraries.values():
             library.stop()
     first = next(iter(libraries.values())).hosts[0]
-    return {"machine": at_start, "load_average_end": machine()["load_average"],
+    return {"machine": at_start, "load_average_end": run_facts()["load_average"],
             "ours": {name: flags for name, flags in args.ours},
             "library": {"threads": args.library_threads, "versions": first.ready["versions"],
                         "argv": first.argv[:5]},

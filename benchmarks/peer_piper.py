@@ -31,26 +31,23 @@ latency p50, first audio against piper's whole answer, requests/s against the ma
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import http.client
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.line_child import BenchFailed, LineChild
-from benchmarks.machine import cpu_name
+from benchmarks.machine import run_facts
+from benchmarks.peer_args import add_round_options, positive, settle_rounds
+from benchmarks.process_tree import tree_cpu_s, tree_memory
+from benchmarks.served_process import ROOT, Server
 from benchmarks.peer_piper_report import PIPER, report
 
 from planner.app.bench.texts import request_texts
 
-ROOT = Path(__file__).resolve().parents[1]
 PIPER_VERSION = "1.8.0"
 PEER_PACKAGES = (f"piper-tts=={PIPER_VERSION}", "flask")
 DEFAULTS = {"rounds": 4, "requests": 144, "graph_texts": 12}
@@ -58,32 +55,6 @@ QUICK = {"rounds": 2, "requests": 8, "graph_texts": 4}
 
 
 # -- arguments ---------------------------------------------------------------------------------
-def ours_entry(text: str) -> tuple[str, list[str]]:
-    """`NAME=FLAGS` -> (NAME, the flags split as a shell would)."""
-    name, sep, flags = text.partition("=")
-    name = name.strip()
-    if not sep or not name or not name.replace("-", "").replace("_", "").isalnum():
-        raise argparse.ArgumentTypeError(
-            f"--ours {text!r} is not NAME=FLAGS; give a name of letters, digits, - or _, then "
-            "`=` and the `planner serve` flags (maybe none), e.g. --ours declared= or --ours "
-            "'split=--isolate-stage vocoder'")
-    try:
-        return name, shlex.split(flags)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"--ours {text!r}: its flags do not split ({e}); "
-                                         "check the quotes") from None
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
-
-
 def default_peer_venv() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "stage-planner" / "peer-piper"
@@ -96,41 +67,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--peer-venv", type=Path, default=None, metavar="DIR",
                    help="piper-tts's own venv (created if missing; default: "
                         "$XDG_CACHE_HOME/stage-planner/peer-piper)")
-    p.add_argument("--ours", type=ours_entry, action="append", metavar="NAME=FLAGS",
-                   help="a placement of piper-joe for bench to serve, with its flags "
-                        "(repeatable; default: declared=)")
-    p.add_argument("--concurrency", type=positive, action="append", metavar="C",
-                   help="closed-loop clients (repeatable; default 1 and 4)")
-    p.add_argument("--rounds", type=positive, help=f"interleaved rounds (default "
-                   f"{DEFAULTS['rounds']}; --quick {QUICK['rounds']})")
-    p.add_argument("--requests", type=positive, help=f"measured requests per system and "
-                   f"concurrency, over all rounds (default {DEFAULTS['requests']}; --quick "
-                   f"{QUICK['requests']})")
+    add_round_options(p, DEFAULTS, QUICK, "a placement of piper-joe for bench to serve, with "
+                                          "its flags (repeatable; default: declared=)")
     p.add_argument("--input-chars", type=positive, default=100, metavar="K",
                    help="characters per request text (default 100)")
     p.add_argument("--seed", type=int, default=0, help="seed of bench's texts (default 0)")
     p.add_argument("--whole", action="store_true",
                    help="ask every server for whole WAVs (default: ours streamed)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 2 rounds, 8 requests")
-    p.add_argument("--startup-timeout", type=float, default=300.0, metavar="S")
     p.add_argument("--output", type=Path, default=Path("bench-results/peer-piper"),
                    metavar="DIR", help="bench's results and peer.json (default: "
                                        "bench-results/peer-piper)")
     args = p.parse_args(argv)
-    base = QUICK if args.quick else DEFAULTS
-    args.rounds = args.rounds or base["rounds"]
-    args.requests = args.requests or base["requests"]
+    base = settle_rounds(p, args, DEFAULTS, QUICK, [("declared", [])], lambda name: (
+        f"--ours name {PIPER!r} is taken by piper's server" if name == PIPER else None))
     args.graph_texts = base["graph_texts"]
-    args.concurrency = sorted(set(args.concurrency or [1, 4]))
-    args.ours = args.ours or [("declared", [])]
-    names = [n for n, _ in args.ours]
-    if len(set(names)) != len(names):
-        p.error(f"--ours names must differ (got {', '.join(names)}); name each entry")
-    if PIPER in names:
-        p.error(f"--ours name {PIPER!r} is taken by piper's server")
-    if args.requests < args.rounds:
-        p.error(f"--requests {args.requests} is fewer than --rounds {args.rounds}; give each "
-                "round at least one request")
     args.peer_venv = args.peer_venv or default_peer_venv()
     return args
 
@@ -147,58 +97,7 @@ def bench_argv(args: argparse.Namespace, piper_url: str) -> list[str]:
             *([] if args.whole else ["--stream"]), "--output", str(args.output)]
 
 
-# -- /proc: CPU and memory of a process tree ----------------------------------------------------
-def _stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def tree(root: int) -> list[int]:
-    """`root` and every live descendant."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (fields := _stat(int(entry))):
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += children.get(pid, [])
-    return found
-
-
-def tree_cpu_s(root: int) -> float:
-    """CPU seconds of the tree so far: each live process's user+system time and its reaped
-    children's, so a child that exits between two readings is still counted."""
-    total = 0
-    for pid in tree(root):
-        if fields := _stat(pid):
-            total += sum(int(x) for x in fields[11:15])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def tree_memory(root: int) -> dict[str, float]:
-    """PSS, RSS and peak RSS (MiB) summed over the tree, with its processes and threads."""
-    kib = {"Pss:": 0, "Rss:": 0, "VmHWM:": 0, "Threads:": 0}
-    pids = tree(root)
-    for pid in pids:
-        for name in ("smaps_rollup", "status"):
-            try:
-                for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
-                    words = line.split()  # smaps_rollup pads with spaces, status with a tab
-                    if len(words) > 1 and words[0] in kib:
-                        kib[words[0]] += int(words[1])
-            except (OSError, ValueError):
-                pass  # a process that just exited
-    return {"pss_mib": kib["Pss:"] / 1024, "rss_mib": kib["Rss:"] / 1024,
-            "peak_rss_mib": kib["VmHWM:"] / 1024, "processes": len(pids),
-            "threads": kib["Threads:"]}
-
-
-# -- the peer's venv ---------------------------------------------------------------------------
+# -- piper's own venv and voice ----------------------------------------------------------------
 def peer_env() -> dict[str, str]:
     """Our environment less PYTHONPATH: nothing of this project on the peer's import path."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -242,62 +141,6 @@ def voice_files() -> tuple[Path, Path, dict[str, float]]:
 
 
 # -- piper's server ----------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Server:
-    name: str
-    argv: list[str]
-    ready_path: str  # GET here answers 200 once it serves
-    env: dict[str, str]
-    port: int = field(default_factory=free_port)
-    cwd: Path = ROOT  # where it starts (`python -m` imports from there first)
-    proc: subprocess.Popen | None = None
-    log: object = None
-
-    def start(self, timeout_s: float) -> None:
-        self.log = tempfile.TemporaryFile(mode="w+")
-        # A session of its own: Ctrl-C reaches this script, which stops the servers in order.
-        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=self.env, cwd=self.cwd, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise BenchFailed(f"{self.name} exited with code {self.proc.returncode} before "
-                                  f"serving ({shlex.join(self.argv)}); check its flags. Its "
-                                  f"output: {self.tail()}")
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                conn.request("GET", self.ready_path)
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    return
-                conn.close()
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise BenchFailed(f"{self.name} did not serve within {timeout_s:g} s; raise "
-                          f"--startup-timeout. Its output: {self.tail()}")
-
-    def tail(self) -> str:
-        self.log.seek(0)
-        lines = [ln for ln in self.log.read().splitlines() if ln.strip()]
-        return " | ".join(lines[-6:]) or "nothing"
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
 def piper_server(python: Path, model: Path, scales: dict[str, float]) -> Server:
     argv = [str(python), "-m", "piper.http_server", "--host", "127.0.0.1", "-m", str(model),
             "--noise-scale", str(scales.get("noise_scale", 0.667)),
@@ -325,13 +168,6 @@ class Graph(LineChild):
 
 
 # -- the run -------------------------------------------------------------------------------------
-def machine() -> dict:
-    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-            "command": shlex.join([sys.executable, *sys.argv])}
-
-
 def peer_versions(python: Path) -> dict[str, str]:
     code = ("import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
             "('piper-tts', 'onnxruntime', 'flask')}))")
@@ -350,7 +186,7 @@ def piper_requests(results: dict) -> int:
 
 def run(args: argparse.Namespace) -> tuple[dict, dict]:
     """Start piper's server, run the bench, measure around it; (results.json, peer.json)."""
-    at_start = machine()
+    at_start = run_facts()
     python = peer_python(args.peer_venv)
     model, _, scales = voice_files()
     versions = peer_versions(python)
@@ -383,7 +219,7 @@ def run(args: argparse.Namespace) -> tuple[dict, dict]:
                           "nothing to compare")
     results = json.loads((args.output / "results.json").read_text())
     requests = piper_requests(results)
-    peer = {"machine": at_start, "load_average_end": machine()["load_average"],
+    peer = {"machine": at_start, "load_average_end": run_facts()["load_average"],
             "versions": versions, "argv": piper.argv, "scales": scales,
             "ours": {name: flags for name, flags in args.ours},
             "graph_cpu_per_request_s": cpu_per_request, "graph_texts": len(texts),

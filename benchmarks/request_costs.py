@@ -51,7 +51,9 @@ import httpx
 
 from benchmarks.peer_hibari import MODEL, ROOT, SPEECH, TEXTS, our_server, per_round, rotated
 from benchmarks.line_child import BenchFailed
-from benchmarks.peer_piper import machine, positive, tree
+from benchmarks.machine import run_facts
+from benchmarks.peer_args import positive
+from benchmarks.process_tree import tree
 from benchmarks.round_ratios import summarise
 
 from planner.app.bench.load_shapes import Closed, Load
@@ -337,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (root / "launcher" / "serving" / "serve.py").is_file():
             p.error(f"--baseline {root} is not a checkout of this project (no "
                     "launcher/serving/serve.py there)")
-    at_start = machine()
+    at_start = run_facts()
     try:
         parts = model_parts(args.repetitions)
         serves, library, stages = served([ROOT, *(r.resolve() for r in args.baseline)], flags,
@@ -349,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"request_costs: planner serve {MODEL} {shlex.join(flags)}".rstrip()
           + f" against the library in one process, {at_start['date']}")
     print(f"machine: {at_start['cpu']}, {at_start['cores']} cores, load average "
-          f"{at_start['load_average'][0]} at the start, {machine()['load_average'][0]} at the end"
+          f"{at_start['load_average'][0]} at the start, {run_facts()['load_average'][0]} at the end"
           " (CPU time: a busy machine moves it a few per cent)")
     print(f"command: {at_start['command']}")
     print("\n".join(report(parts, serves, library, stages)))

@@ -15,34 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
 import time
 import urllib.request
 
+from benchmarks.process_tree import stat_fields, tree
 from benchmarks.served_process import stop
-
-
-def children(pid: int) -> list[int]:
-    """Every descendant of `pid`, parents before their children."""
-    by_parent: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        by_parent.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop(0)
-        out.append(p)
-        todo.extend(sorted(by_parent.get(p, [])))
-    return out
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -56,8 +36,10 @@ def memory_kib(pid: int) -> dict[str, int]:
 
 
 def parent_is_forkserver(pid: int) -> bool:
-    with open(f"/proc/{pid}/stat") as f:
-        ppid = f.read().rsplit(")", 1)[1].split()[1]
+    fields = stat_fields(pid)
+    if fields is None:
+        return False  # gone meanwhile
+    ppid = fields[1]
     with open(f"/proc/{ppid}/cmdline", "rb") as f:
         return b"forkserver" in f.read()
 
@@ -111,7 +93,7 @@ def main() -> int:
                 r.read()
         time.sleep(1.0)  # let the workers' last stats reports and frees land
         rows = []
-        for pid in children(proc.pid):
+        for pid in tree(proc.pid):
             try:
                 rows.append({"process": describe(pid, proc.pid), "pid": pid, **memory_kib(pid)})
             except OSError:

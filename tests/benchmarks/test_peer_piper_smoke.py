@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import peer_piper, url_vs_served
+from benchmarks import peer_piper, process_tree, url_vs_served
 from benchmarks.peer_piper_report import PIPER, machine_limit, report
 from benchmarks.round_ratios import summarise
 
@@ -136,9 +136,9 @@ def test_process_tree_includes_a_child():
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                              stdin=subprocess.PIPE)
     try:
-        assert child.pid in peer_piper.tree(os.getpid())
-        assert peer_piper.tree_cpu_s(os.getpid()) > 0
-        memory = peer_piper.tree_memory(os.getpid())
+        assert child.pid in process_tree.tree(os.getpid())
+        assert process_tree.tree_cpu_s(os.getpid()) > 0
+        memory = process_tree.tree_memory(os.getpid())
         assert memory["processes"] >= 2 and memory["pss_mib"] > 0
         assert memory["peak_rss_mib"] >= memory["rss_mib"] > 0
         assert memory["threads"] >= memory["processes"]
