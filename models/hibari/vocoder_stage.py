@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from models.hibari import noise
 from models.hibari.noise import SeededNormal
 from models.hibari.voice import FRAME_PARTS
 
@@ -31,6 +32,7 @@ class Vocoder:
                                "scipy's: install scipy (the speech extra)")
         self._fft, self._dsp = scipy.fft, dsp
         self.threads = threads
+        noise.exact()  # the draw's check against numpy's, at start-up rather than in a request
 
     def synth(self, parts: Sequence[np.ndarray], f0: np.ndarray, noise_seed: int) -> np.ndarray:
         """Audio from the five spectral parts (lh, theta, ln, lr, phi, each [601, F]) and f0."""
