@@ -1,6 +1,7 @@
-"""The options both peer benchmarks (`peer_piper`, `peer_hibari`) take for their rounds: our
-plans (`--ours NAME=FLAGS`), the loads, the rounds and requests, a smoke run, and the checks on
-them, declared once."""
+"""The interleaved rounds of the peer benchmarks (`peer_piper`, `peer_hibari`, `request_costs`):
+the options they take for them (our plans as `--ours NAME=FLAGS`, the loads, the rounds and
+requests, a smoke run) and the checks on them, declared once, and how a run's requests split
+over its rounds and who goes first in each."""
 
 from __future__ import annotations
 
@@ -72,3 +73,14 @@ def settle_rounds(p: argparse.ArgumentParser, args: argparse.Namespace, defaults
         p.error(f"--requests {args.requests} is fewer than --rounds {args.rounds}; give each "
                 "round at least one request")
     return base
+
+
+def per_round(total: int, rounds: int) -> list[int]:
+    """`total` requests split over `rounds` as evenly as whole requests allow."""
+    return [total // rounds + (r < total % rounds) for r in range(rounds)]
+
+
+def rotated(items: list, by: int) -> list:
+    """The round's order: each round starts one system further on, so none always goes first."""
+    by %= len(items)
+    return items[by:] + items[:by]

@@ -50,7 +50,9 @@ from benchmarks.peer_hibari_report import (
 )
 from benchmarks.line_child import BenchFailed, LineChild
 from benchmarks.machine import run_facts
-from benchmarks.peer_args import add_round_options, ours_entry, positive, settle_rounds
+from benchmarks.peer_args import (
+    add_round_options, ours_entry, per_round, positive, rotated, settle_rounds,
+)
 from benchmarks.process_tree import tree_cpu_s
 from benchmarks.served_process import ROOT, Server
 
@@ -105,17 +107,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if name.split("-t")[0] in PEERS else None))
     args.library_threads = sorted(set(args.library_threads or [1, 2]))
     return args
-
-
-def per_round(total: int, rounds: int) -> list[int]:
-    """`total` requests split over `rounds` as evenly as whole requests allow."""
-    return [total // rounds + (r < total % rounds) for r in range(rounds)]
-
-
-def rotated(items: list, by: int) -> list:
-    """The round's order: each round starts one system further on, so none always goes first."""
-    by %= len(items)
-    return items[by:] + items[:by]
 
 
 # -- the library's processes ------------------------------------------------------------------

@@ -49,10 +49,10 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.peer_hibari import MODEL, ROOT, SPEECH, TEXTS, our_server, per_round, rotated
+from benchmarks.peer_hibari import MODEL, ROOT, SPEECH, TEXTS, our_server
 from benchmarks.line_child import BenchFailed
 from benchmarks.machine import run_facts
-from benchmarks.peer_args import positive
+from benchmarks.peer_args import per_round, positive, rotated
 from benchmarks.process_tree import tree
 from benchmarks.round_ratios import summarise
 

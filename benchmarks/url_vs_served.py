@@ -25,9 +25,8 @@ import threading
 from pathlib import Path
 
 from benchmarks.round_ratios import labels, versus
-from benchmarks.served_process import stop
+from benchmarks.served_process import ROOT, stop
 
-ROOT = Path(__file__).resolve().parents[1]
 BENCH, URL = "bench", "url"  # the two rows' names
 DEFAULTS = {"rounds": 6, "requests": 72}
 QUICK = {"rounds": 2, "requests": 4}

@@ -91,4 +91,3 @@ class Timeline:
     def rest(self) -> tuple[WordTiming, ...]:
         rest, self._waiting = tuple(self._waiting), []
         return rest
-

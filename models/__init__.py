@@ -1,4 +1,5 @@
-
+"""The real models' stage code, a package per model beside its card (`models/NAME.yaml`), and
+what their stages share."""
 
 
 def importable(module: str) -> bool:

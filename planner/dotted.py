@@ -22,7 +22,6 @@ from typing import Any
 from planner.plan import THREAD_VARS, Assign, ComputeRequest, Request, Threads
 
 
-
 class DottedError(ValueError):
     """Dotted flags that cannot be read: one paragraph naming the flag and the fix."""
 

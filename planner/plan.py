@@ -260,6 +260,7 @@ class Assign:
 # engines' configs carry them, and the planner reads them back as threads.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
+
 @dataclass(frozen=True)
 class Threads:
     """Give `stage` (a stage or role name) `count` CPU intra-op threads:

@@ -38,7 +38,7 @@ def _no_blocks(segment: str, lease: int) -> None:
 
 def samples_of(message: Result, receiver: ipc.Receiver) -> tuple[Any, tuple[WordTiming, ...]]:
     """The terminal stage's audio in one `Result`, as 1-D float32 samples, and its word timings,
-    read as `planner serve`'s supervisor reads them (`launcher.words.terminal_output`)."""
+    read as `planner serve`'s supervisor reads them (`launcher.control.outputs`)."""
     return terminal_output(receiver.unpack(message.packed), message.stage, shared=False)
 
 

@@ -125,7 +125,8 @@ def _fast_path(generator: np.random.PCG64, words: np.ndarray, x: np.ndarray) -> 
         w = words[start:start + CHUNK]
         k = w.size
         w.view(np.uint64)[:] = generator.random_raw(k // 2)
-        low, magnitude, looked_up, is_slow = s.low[:k], s.magnitude[:k], s.looked_up[:k], s.is_slow[:k]
+        low, magnitude = s.low[:k], s.magnitude[:k]
+        looked_up, is_slow = s.looked_up[:k], s.is_slow[:k]
         np.bitwise_and(w, 0x1FF, out=low)  # layer (8 bits), then the sign bit
         np.right_shift(w, 9, out=magnitude)
         np.take(_BY_LOW_BITS, low, out=looked_up, mode="clip")  # indices are < 512: no check
@@ -210,8 +211,8 @@ def exact() -> bool:
     with _check_lock:
         if _checked is None:
             _checked = (_LOG1PF is not None and sys.byteorder == "little"
-                        and all(np.array_equal(vectorised_draw(s, CHECK_SIZE), _numpy(s, CHECK_SIZE))
-                                for s in CHECK_SEEDS))
+                        and all(np.array_equal(vectorised_draw(s, CHECK_SIZE),
+                                               _numpy(s, CHECK_SIZE)) for s in CHECK_SEEDS))
         return _checked
 
 

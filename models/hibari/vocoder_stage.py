@@ -4,7 +4,7 @@ noise, plus a free-phase part, then one inverse STFT).
 
 Its noise comes from a generator seeded by the payload's `noise_seed`, never from a process-wide
 one: `default_rng(noise_seed)`'s draw, computed a whole array at a time (`noise.py`: the same
-bits, a third less CPU). Its FFTs run on scipy's pocketfft with as many workers as the plan gives the stage
+bits). Its FFTs run on scipy's pocketfft with as many workers as the plan gives the stage
 (`scipy.fft.set_workers`; each transform is computed whole by one worker, so the bits do not
 depend on how many there are). Without scipy, hibari falls back to numpy's FFT, whose bits
 differ: scipy is required.

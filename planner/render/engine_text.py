@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from planner.replicas import Packing
 
 
-
 @dataclass(frozen=True)
 class EngineFile:
     """One plan in an engine's language."""

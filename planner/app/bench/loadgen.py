@@ -34,7 +34,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-
 from planner.app.bench.arrivals import Sent, Unsent
 from planner.app.bench.http1 import Endpoint, Pool, ProtocolError, Response
 from planner.app.bench.load_results import LoadResult, Playback, Sample

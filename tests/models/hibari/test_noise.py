@@ -40,7 +40,8 @@ def test_no_values_for_an_empty_draw():
 
 def test_where_the_check_fails_numpys_own_draw_answers(monkeypatch):
     monkeypatch.setattr(noise, "_checked", False)
-    monkeypatch.setattr(noise, "vectorised_draw", lambda *a: pytest.fail("used after a failed check"))
+    monkeypatch.setattr(noise, "vectorised_draw",
+                        lambda *a: pytest.fail("used after a failed check"))
     assert np.array_equal(noise.standard_normal_f32(11, 5000), _numpys(11, 5000))
 
 
