@@ -36,3 +36,12 @@ def wait_until(predicate: Callable[[], T], timeout: float = DEFAULT_TIMEOUT_S,
             said = what() if callable(what) else what
             raise AssertionError(f"timed out after {timeout:g} s waiting for {said}")
         time.sleep(interval)
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's reaper here may be slow, or none at all)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -20,7 +20,7 @@ from ray.exceptions import AuthenticationError
 
 import planner
 from launcher.backends.ray_cluster import cluster_from_ray, ray_auth_problem
-from tests.waiting import wait_until
+from tests.waiting import running, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -133,7 +133,7 @@ def _stop_head(temp_dir: Path) -> None:
 
     for pid in sorted(ours, key=rank):
         _signal_and_wait([pid], signal.SIGTERM)
-    _signal_and_wait([p for p in ours if _running(p)], signal.SIGKILL)  # any SIGTERM left
+    _signal_and_wait([p for p in ours if running(p)], signal.SIGKILL)  # any SIGTERM left
 
 
 def _signal_and_wait(pids: list[int], sig: int) -> None:
@@ -142,12 +142,4 @@ def _signal_and_wait(pids: list[int], sig: int) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
-    wait_until(lambda: not any(_running(p) for p in pids), 15, fail=False)
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    wait_until(lambda: not any(running(p) for p in pids), 15, fail=False)

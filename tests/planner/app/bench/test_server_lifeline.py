@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.waiting import wait_until
+from tests.waiting import running, wait_until
 
 pytestmark = pytest.mark.slow
 MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-Base"
@@ -25,15 +25,6 @@ started = server.start()
 print(json.dumps({{"pid": started.pid}}), flush=True)
 sys.stdin.read()  # until the test kills this process
 """
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's reaper here may be slow, or none at all)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _server_children(pid: int) -> list[int]:
