@@ -287,10 +287,11 @@ def _group_named(r: Copies | Pin, pipeline: Pipeline, target: Mapping[str, str],
 
 def _over_pinned(pipeline: Pipeline, target: Mapping[str, str], asked: Compute,
                  node: Sequence[int] | None) -> tuple[Diagnostic, ...]:
-    """A pinned group's copies share its CPUs, so one stage's threads in every copy must fit
-    them (the node-wide form of this is the `over-cpus` rule); more would queue for CPUs the
-    plan itself withheld. The fix pins the group to as many CPUs (where the node has them), or
-    gives the stage as many threads as its share of the pinned CPUs."""
+    """A pinned group's copies each run on their share of its CPUs (`ProcessGroup.copy_cpus`),
+    so one stage's threads in every copy must fit them (the node-wide form of this is the
+    `over-cpus` rule); more would queue for CPUs the plan itself withheld. The fix pins the
+    group to as many CPUs (where the node has them), or gives the stage as many threads as its
+    share of the pinned CPUs."""
     out = []
     for process, pinned in asked.cpus.items():
         n = asked.copies_of(process)

@@ -77,9 +77,10 @@ class ProcessGroup:
     gpu: int | None
     changed: bool = False  # differs from the declared topology (members or name)
     copies: int = 1  # OS processes running these stages side by side; a request uses one
-    # The CPUs every copy's threads may run on (`--process-cpus`); () leaves it to the OS. Pinned,
-    # a process's interpreter-lock hand-overs cannot wake a thread onto a CPU where another
-    # process's thread runs (benchmarks/EVIDENCE.md, "Where the cores idle").
+    # The CPUs the group's threads may run on (`--process-cpus`), each copy on its share of them
+    # (`copy_cpus`); () leaves it to the OS. Pinned, a process's interpreter-lock hand-overs
+    # cannot wake a thread onto a CPU where another process's thread runs (benchmarks/
+    # EVIDENCE.md, "Where the cores idle").
     cpus: tuple[int, ...] = ()
     # The GPU of each copy, in copy order, where its copies do not all run on `gpu`
     # (`processes: {NAME: {gpus: [...]}}`, sglang-omni's `replica_devices`); () otherwise.
@@ -90,6 +91,17 @@ class ProcessGroup:
         if self.copies == 1:
             return (self.name,)
         return tuple(f"{self.name}.{i}" for i in range(self.copies))
+
+    def copy_cpus(self) -> tuple[tuple[int, ...], ...]:
+        """The CPUs each copy runs on, in copy order: the group's CPUs cut in order into as
+        many shares as copies, as even as they go (`0-3` for two copies: `0-1`, `2-3`), so two
+        copies never take turns on one core. A plan has at least one CPU per copy (a stage's
+        threads times the copies fit the pin: `compute._over_pinned`); with fewer, each copy
+        gets them all. () for each copy of a group not pinned."""
+        n, cpus = self.copies, tuple(sorted(self.cpus))
+        if n == 1 or len(cpus) < n:
+            return (cpus,) * n
+        return tuple(cpus[i * len(cpus) // n:(i + 1) * len(cpus) // n] for i in range(n))
 
     def copy_gpus(self) -> tuple[int | None, ...]:
         """The GPU each copy runs its GPU stages on (None: a CPU-only group), in copy order."""

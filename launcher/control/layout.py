@@ -136,16 +136,16 @@ def layout(plan: Plan, device: str, shm_prefix: str, defaults: Mapping[str, Any]
                      if plan.stage(s).gpus and plan.stage(s).fraction is not None]
         shares = [plan.stage(s).gpu_compute_fraction for s in stages if plan.stage(s).gpus]
         # Each copy a process of its own on its GPU (the group's, or the one the plan names for
-        # that copy), with the group's fraction and compute share: the planner counted the
-        # fraction once per copy on the GPU it runs on.
+        # that copy) and its share of the group's pinned CPUs, with the group's fraction and
+        # compute share: the planner counted the fraction once per copy on the GPU it runs on.
         units += [Unit(name, (WorkerSpec(
             name=name, stages=tuple(spec(s, copy_gpu=on) for s in stages),
             gpu=cuda_index(on),
             memory_fraction=round(sum(fractions), 6) if gpu is not None and fractions else None,
             shm_prefix=shm_prefix, inline_bytes=inline_bytes,
             gpu_compute_percentage=gpu_compute_percentage(shares) if gpu is not None else None,
-            cpus=group.cpus, log_level=log_level,
-        ),)) for name, on in zip(group.copy_names(), group.copy_gpus())]
+            cpus=cpus, log_level=log_level,
+        ),)) for name, on, cpus in zip(group.copy_names(), group.copy_gpus(), group.copy_cpus())]
     backend = "nccl" if cuda else "gloo"
     ranks: dict[str, list[WorkerSpec]] = {}
     for tp in sorted(plan.tp_processes, key=lambda t: t.rank):

@@ -54,7 +54,7 @@ class WorkerSpec:
     inline_bytes: int = 0  # payloads up to this size travel in the message, not in a block
     tp: TpSpec | None = None
     gpu_compute_percentage: int | None = None  # CUDA MPS active threads; None: the whole GPU
-    cpus: tuple[int, ...] = ()  # the CPUs its threads may run on (`ProcessGroup.cpus`); (): any
+    cpus: tuple[int, ...] = ()  # its CPUs (its share: `ProcessGroup.copy_cpus`); (): any
     log_level: int = logging.WARNING  # what it logs (`launcher.logs.worker_level`)
 
     @property

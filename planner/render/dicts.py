@@ -130,6 +130,7 @@ def result_dict(result: Result) -> dict[str, Any]:
         "groups": [
             {"name": g.name, "stages": list(g.stages), "gpu": g.gpu, "changed": g.changed,
              "copies": g.copies, "cpus": list(g.cpus) or None,
+             "copy_cpus": [list(c) for c in g.copy_cpus()] if g.cpus else None,
              "devices": list(g.devices) or None,
              "memory_mib": plan.process_memory_mib(g.stages)}
             for g in (plan.groups if plan else ())

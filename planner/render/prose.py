@@ -360,7 +360,7 @@ def _over_pinned(c: OverPinned, fix: Fix | None) -> Prose:
                else f"the config's `processes:` {pinned}"]
     if c.copies > 1:
         because.append(_copies_fact(c.process, c.copies, c.copy_flag, "the config") +
-                       ", which share its CPUs")
+                       ", each on its share of them")
     asked = (c.thread_flag,) if c.thread_flag is not None else ()
     because += _threads_facts(((c.stage, c.threads),), asked,
                               (c.stage,) if c.declared_threads else (), "the config")

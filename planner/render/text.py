@@ -81,7 +81,7 @@ def plan_tables(plan: Plan, *, show_changed: bool) -> list[Any]:
         row = [g.name, ", ".join(g.stages), gpu, fr or "-",
                group_threads(plan, g.stages), str(g.copies)]
         if pinned:
-            row.append(cpu_text(g.cpus) if g.cpus else "any")
+            row.append(" | ".join(map(cpu_text, g.copy_cpus())) if g.cpus else "any")
         row.append(_mib(plan.process_memory_mib(g.stages)))
         if show_changed:
             row.append("yes" if g.changed else "")

@@ -68,7 +68,8 @@ def test_solve_ok_json_shape():
                          "gpus", "warnings", "diagnostics"}
     assert data["status"] == "ok" and data["changed"] is True
     assert data["groups"][1] == {"name": "vocoder", "stages": ["vocoder"], "gpu": 0, "changed": True,
-                                 "copies": 1, "cpus": None, "devices": None, "memory_mib": None}
+                                 "copies": 1, "cpus": None, "copy_cpus": None, "devices": None,
+                                 "memory_mib": None}
     assert data["memory_mib"] is None  # the card declares no host memory for its stages
     voc = next(s for s in data["stages"] if s["name"] == "vocoder")
     assert voc["fraction"] == 0.1 and voc["fraction_source"] == "recommended"

@@ -11,7 +11,7 @@ import pytest
 
 import planner
 from planner.flags import flag
-from planner.plan import Pin, Threads, cpu_list, cpu_text
+from planner.plan import Pin, ProcessGroup, Threads, cpu_list, cpu_text
 from planner.render.dicts import request_dict, request_from_dict
 from tests.cli import run_planner
 
@@ -85,13 +85,25 @@ def test_a_stage_with_more_threads_than_its_pinned_cpus_is_refused_and_the_hint_
         assert solve(*fix.applied(asked), isolate=["vocoder"]).ok
 
 
-def test_copies_of_a_pinned_group_share_its_cpus():
+def test_copies_of_a_pinned_group_each_run_on_their_share_of_its_cpus():
     r = solve(planner.plan.Copies("vocoder", 2), Pin.parse("vocoder=0"), isolate=["vocoder"])
     assert r.status == "error" and "in every copy" in r.diagnostics[0].message
-    assert ("`--process-copies vocoder=2` runs 2 copies of process vocoder, which share its CPUs"
-            in r.diagnostics[0].because)
+    assert ("`--process-copies vocoder=2` runs 2 copies of process vocoder, each on its share "
+            "of them" in r.diagnostics[0].because)
     r = solve(planner.plan.Copies("vocoder", 2), Pin.parse("vocoder=0-1"), isolate=["vocoder"])
-    assert r.ok and r.plan.group_of("vocoder").cpus == (0, 1)
+    group = r.plan.group_of("vocoder")
+    assert r.ok and group.cpus == (0, 1) and group.copy_cpus() == ((0,), (1,))
+
+
+@pytest.mark.parametrize(("cpus", "copies", "shares"), [
+    ((0, 1, 2, 3), 2, ((0, 1), (2, 3))),
+    ((2, 5, 7), 2, ((2,), (5, 7))),  # uneven: in order, the later copies take the extra CPU
+    ((0, 1), 1, ((0, 1),)),
+    ((), 3, ((), (), ())),  # not pinned: every copy where the OS puts it
+])
+def test_a_pinned_groups_cpus_are_cut_in_order_into_one_share_per_copy(cpus, copies, shares):
+    group = ProcessGroup("vocoder", ("vocoder",), None, copies=copies, cpus=cpus)
+    assert group.copy_cpus() == shares
 
 
 def test_a_bad_config_value_names_its_key():
@@ -115,6 +127,21 @@ def test_solve_shows_the_cpus_column_only_for_a_plan_that_pins():
     bad = run_planner("solve", "piper-joe", "--process-cpus", "pipeline=one", env=ENV,
                       in_process=True, timeout=60)
     assert bad.returncode == 2 and "hint:" in bad.stdout + bad.stderr
+
+
+@pytest.mark.skipif(len(planner.allowed_cpus() or ()) < 2,
+                    reason="pins two copies one CPU each: this machine lets the planner use fewer "
+                           "than two CPUs")
+def test_solve_shows_each_copys_share_of_a_pinned_groups_cpus():
+    a, b = planner.allowed_cpus()[:2]
+    flags = ("solve", "piper-joe", "--process-copies", "pipeline=2", "--process-cpus",
+             f"pipeline={a},{b}")
+    table = run_planner(*flags, env=ENV, in_process=True, timeout=60)
+    row = next(line for line in table.stdout.splitlines() if "frontend" in line)
+    assert table.returncode == 0 and f"{a} | {b}" in row, table.stdout + table.stderr
+    data = json.loads(run_planner(*flags, "--format", "json", env=ENV, in_process=True,
+                                  timeout=60).stdout)
+    assert [(g["cpus"], g["copy_cpus"]) for g in data["groups"]] == [([a, b], [[a], [b]])]
 
 
 # -- a pin to a CPU the node lacks is a rule `solve` checks (exit 1), as `serve` refuses it --

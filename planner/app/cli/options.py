@@ -98,8 +98,9 @@ def add_placement_args(p: argparse.ArgumentParser) -> None:
                    help="run N copies of process group PROCESS (or of the group holding a "
                         "stage of that name); each request uses one copy (repeatable)")
     p.add_argument("--process-cpus", action="append", default=[], metavar="PROCESS=CPUS",
-                   help="run every copy of process group PROCESS on these CPUs only (e.g. 0, "
-                        "0-1, 0,2; repeatable; default: wherever the OS puts them)")
+                   help="run process group PROCESS on these CPUs only (e.g. 0, 0-1, 0,2), "
+                        "each copy on its share of them in order (repeatable; default: "
+                        "wherever the OS puts them)")
 
 
 def add_scale_args(p: argparse.ArgumentParser, cluster: bool = True) -> None:

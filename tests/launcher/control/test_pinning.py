@@ -11,7 +11,7 @@ import pytest
 import planner
 from launcher import LaunchError, launch
 from launcher.control.preflight import SetupError, check
-from planner.plan import Pin
+from planner.plan import Copies, Pin
 
 needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_getaffinity"),
                                     reason="CPU affinity is Linux's; this OS has none to test")
@@ -28,11 +28,13 @@ PIPELINE = {
 }
 
 
-def plan_pinning(cpus: tuple[int, ...], node: int | None = None):
-    """A plan pinning process `two` to `cpus`, made for this machine (or a node of `node` CPUs)."""
+def plan_pinning(cpus: tuple[int, ...], node: int | None = None, copies: int = 1):
+    """A plan pinning process `two` (in `copies` copies) to `cpus`, made for this machine (or a
+    node of `node` CPUs)."""
     pipeline = planner.load(config=PIPELINE)
     text = ",".join(str(c) for c in cpus)
-    r = planner.solve_pipeline(pipeline, requests=[Pin.parse(f"two={text}")], cpus=node)
+    r = planner.solve_pipeline(pipeline, requests=[Pin.parse(f"two={text}"),
+                                                   Copies("two", copies)], cpus=node)
     assert r.ok, r.diagnostics
     return r.plan
 
@@ -64,12 +66,17 @@ def test_a_pin_outside_the_cpus_this_program_may_use_is_refused_before_anything_
 @needs_affinity
 @pytest.mark.slow
 def test_every_thread_of_a_pinned_worker_runs_on_its_cpus_only():
-    first = min(os.sched_getaffinity(0))
-    plan = plan_pinning((first,))
-    everyone = set(os.sched_getaffinity(0))
+    """Where this program may use two CPUs or more, `two` runs two copies pinned to the first
+    two: each copy on its own one; on one CPU, one copy on it."""
+    everyone = sorted(os.sched_getaffinity(0))
+    cpus = tuple(everyone[:2])
+    plan = plan_pinning(cpus, copies=len(cpus))
     with launch(plan, device="cpu") as d:
         d.synthesize("pinned", timeout=60)  # the stages built, their threads started
         pids = d.worker_pids()
-        assert allowed(pids["two"]) == {str(first)}
-        if len(everyone) > 1:  # the unpinned worker keeps what this program may use
-            assert allowed(pids["one"]) == allowed(os.getpid()) != {str(first)}
+        if len(cpus) == 1:
+            assert allowed(pids["two"]) == {str(cpus[0])}
+        else:
+            assert [allowed(pids[f"two.{i}"]) for i in range(2)] == [{str(c)} for c in cpus]
+            # the unpinned worker keeps what this program may use
+            assert allowed(pids["one"]) == allowed(os.getpid()) not in [{str(c)} for c in cpus]
