@@ -7,8 +7,11 @@ import os
 import platform
 import shlex
 import sys
+from pathlib import Path
 
 from planner.app.bench.machine import cpu_model
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def cpu_name() -> str:
@@ -28,4 +31,16 @@ def run_facts() -> dict:
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
             "load_average": [round(x, 2) for x in os.getloadavg()],
-            "command": shlex.join([sys.executable, *sys.argv])}
+            "command": command_line()}
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that ran as one types it in the repository's root (`python -m
+    benchmarks.peer_hibari ARGS`): a saved report names no path of the machine it ran on."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0]).resolve()
+    if script.is_relative_to(ROOT) and script.suffix == ".py":
+        head = ["python", "-m", ".".join(script.relative_to(ROOT).with_suffix("").parts)]
+    else:
+        head = ["python", script.name]
+    return shlex.join([*head, *argv[1:]])
