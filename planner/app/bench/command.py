@@ -2,7 +2,8 @@
 
 Bad input raises `BenchError` (one paragraph, exit 2) before anything starts: each number was
 checked by its argparse type (`planner.app.bench.options`); here, what one option says of another.
-A `--url` target that cannot be reached or does not answer with audio is exit 3, as a placement
+The other modules raise their own kinds of it, which pass through to the CLI as they are: a
+`--url` target that cannot be reached or does not answer with audio is exit 3, as a placement
 that cannot be served, found before anything is written (`targets.check`).
 """
 
@@ -22,25 +23,18 @@ from planner.app.bench.charts import write_charts
 from planner.app.bench.load_results import Slo
 from planner.app.bench.load_shapes import Closed, Open, Shape, describe
 from planner.app.bench.machine import environment
-from planner.app.bench.exits import EXIT_ALL_FAILED, EXIT_INVALID, EXIT_RUN_FAILED
+from planner.app.bench.exits import EXIT_ALL_FAILED, BenchError
 from planner.app.bench.options import DEFAULT_REQUESTS, BenchOptions
-from planner.app.bench.placements import PlacementError, choose
+from planner.app.bench.placements import choose
 from planner.app.bench.report import LiveProgress, failures, markdown, render_table, write_json
 from planner.app.bench.results import Bench
 from planner.app.bench.runner import Settings, run_all
-from planner.app.bench.server import ServerFailed
 from planner.app.bench.speech import PIPER
-from planner.app.bench.targets import TargetError, UrlTarget, check, parse
+from planner.app.bench.targets import UrlTarget, check, parse
 from planner.app.bench.texts import warmup_texts
 
 DEFAULT_CONCURRENCY = (1,)
 DEFAULT_ARRIVALS = "poisson"
-
-
-class BenchError(Exception):
-    def __init__(self, message: str, exit_code: int = EXIT_INVALID) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def _check(o: BenchOptions) -> None:
@@ -127,10 +121,7 @@ def _write(path: Path, text: str) -> None:
 
 def _targets(o: BenchOptions) -> list[UrlTarget]:
     """The --url targets as a run of these options asks them; a malformed one is exit 2."""
-    try:
-        return [parse(text).for_stream(o.stream) for text in o.url]
-    except TargetError as exc:
-        raise BenchError(str(exc), exc.exit_code) from None
+    return [parse(text).for_stream(o.stream) for text in o.url]
 
 
 def _reach(targets: list[UrlTarget], o: BenchOptions, err: Console) -> list[UrlTarget]:
@@ -139,10 +130,7 @@ def _reach(targets: list[UrlTarget], o: BenchOptions, err: Console) -> list[UrlT
         err.print(f"Checking that {', '.join(t.name for t in targets)} "
                   f"answer{'s' if len(targets) == 1 else ''} speech.")
     text = warmup_texts(o.seed, 1, o.input_chars)[0]
-    try:
-        return [check(t, o.stream, text) for t in targets]
-    except TargetError as exc:
-        raise BenchError(str(exc), exc.exit_code) from None
+    return [check(t, o.stream, text) for t in targets]
 
 
 def _url_notes(targets: list[UrlTarget], stream: bool) -> list[str]:
@@ -166,12 +154,9 @@ def run_bench(o: BenchOptions, out: Console, err: Console) -> int:
     if model.model_path or config:
         pipeline = planner.load(model_path=model.model_path, config=config,
                                 variant=model.variant)
-        try:
-            placements, notes = choose(pipeline, list(o.placement),
-                                       (o.max or 0) if o.all_feasible else None,
-                                       declared=not o.without_declared)
-        except PlacementError as exc:
-            raise BenchError(str(exc), exc.exit_code) from None
+        placements, notes = choose(pipeline, list(o.placement),
+                                   (o.max or 0) if o.all_feasible else None,
+                                   declared=not o.without_declared)
         if len(placements) < 2 and not o.without_declared and not targets:
             notes.append(f"{pipeline.name} has no feasible placement other than its declared "
                          "one; measuring that alone")
@@ -204,12 +189,8 @@ def run_bench(o: BenchOptions, out: Console, err: Console) -> int:
     running = f"{len(targets)} running server(s)" if targets else ""
     err.print(f"Benchmarking {' and '.join(filter(None, (served, running)))} at "
               f"{describe(shapes)}; {mode} load over HTTP.")
-    try:
-        with LiveProgress(err) as progress:
-            runs = run_all(settings, rows, progress)
-    except ServerFailed as exc:
-        raise BenchError(f"a placement could not be served, so the comparison stopped: {exc}",
-                         EXIT_RUN_FAILED) from None
+    with LiveProgress(err) as progress:
+        runs = run_all(settings, rows, progress)
 
     bench = Bench(
         settings={"model": pipeline and pipeline.name,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import planner
 from planner import Isolate, Pipeline, Plan, Request, Result
+from planner.app.bench.exits import BenchError
 from planner.app.bench.measure import ideal_throughput
 
 BASELINE = "declared"
@@ -19,13 +20,9 @@ MAX_ENUMERATED_UNITS = planner.MAX_ENUMERATED_UNITS
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+:@-]*$")
 
 
-class PlacementError(ValueError):
-    """A placement the user asked for cannot be benchmarked; the message is one paragraph. Its
-    exit code is `planner solve`'s for the same placement: 1 infeasible, 2 invalid."""
-
-    def __init__(self, message: str, exit_code: int = 2) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+class PlacementError(BenchError):
+    """A placement the user asked for cannot be benchmarked. Its exit code is `planner solve`'s
+    for the same placement: 1 infeasible, 2 invalid."""
 
 
 @dataclass(frozen=True)

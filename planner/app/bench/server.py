@@ -19,11 +19,18 @@ from dataclasses import asdict, dataclass
 
 import httpx
 
+from planner.app.bench.exits import EXIT_RUN_FAILED, BenchError
+
 STOP_TIMEOUT_S = 20.0
 
 
-class ServerFailed(RuntimeError):
-    """The placement could not be served; the message quotes the server's own error."""
+class ServerFailed(BenchError):
+    """The placement could not be served, which stops the comparison (exit 3); `why` quotes the
+    server's own error."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"a placement could not be served, so the comparison stopped: {why}",
+                         EXIT_RUN_FAILED)
 
 
 @dataclass(frozen=True)

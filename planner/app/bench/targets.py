@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from planner.app.bench.exits import EXIT_INVALID, EXIT_RUN_FAILED
+from planner.app.bench.exits import EXIT_RUN_FAILED, BenchError
 from planner.app.bench.http1 import Endpoint
 from planner.app.bench.load_shapes import Closed, Load
 from planner.app.bench.loadgen import run_load
@@ -52,12 +52,8 @@ SYNTAX = ("NAME=URL[,model=M][,voice=V][,format=pcm|wav][,rate=HZ][,body.KEY=VAL
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class TargetError(ValueError):
-    """A --url target cannot be measured; one paragraph, with bench's exit code for it."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_INVALID) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+class TargetError(BenchError):
+    """A --url target cannot be measured: malformed (exit 2) or not answering speech (exit 3)."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
 
     options = BenchOptions.from_args(args)
     try:
-        from planner.app.bench.command import BenchError, run_bench
+        from planner.app.bench.command import run_bench
+        from planner.app.bench.exits import BenchError
     except ImportError as exc:
         return error(f"`planner bench` needs the bench extra ({exc.name} is missing); install it "
                      "with `pip install 'stage-planner[bench]'`.")
