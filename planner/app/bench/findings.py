@@ -158,9 +158,11 @@ def winner_line(bench: Bench, w: Winner) -> str:
 
 
 # -- advice: a bad figure and what would fix it ---------------------------------------------
-def _share_text(values: list[float]) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo * 100:.0f}-{hi:.0%}"
+def _range_text(values: list[float], form: str, unit: str = "") -> str:
+    """The least to the most of `values` as `form` prints them, `unit` once at the end
+    (`0.40-0.85 s`); one figure where both ends print the same, as the reader would see them."""
+    lo, hi = format(min(values), form), format(max(values), form)
+    return (lo if lo == hi else f"{lo}-{hi}") + unit
 
 
 def streams_at_once(run: Run) -> float | None:
@@ -217,33 +219,28 @@ def stall_advice(bench: Bench) -> list[str]:
             continue
         who = ("every row" if len(bad) == len(runs) and len(runs) > 1 else
                ", ".join(f"`{r.placement.name}`" for r in bad))
-        share = _share_text([r.load.stalled_share or 0.0 for r in bad])
+        share = _range_text([(r.load.stalled_share or 0.0) * 100 for r in bad], ".0f", "%")
         per = [a for r in bad if (a := audio_per_stream(r)) is not None]
+        audio = _range_text(per, ".2f", " s") if per else ""
         head = f"{shape.label}: {share} of streams stalled in {who}"
         calm = [s for s in bench.shapes if s != shape and all(
             (r.load.stalled_share or 0.0) < STALL_ADVICE for r in bench.runs_at(s))]
         lighter = f" (at {calm[0].label} none stalled)" if calm else ""
         if per and min(per) < 1.0:
             out.append(f"{head}: each of the {streams_at_once(bad[0]):.3g} streams at once got "
-                       f"{_seconds(per)} of audio per second, less than it plays; "
+                       f"{audio} of audio per second, less than it plays; "
                        + _stall_fix(bad, lighter))
         elif per:
             gaps = [statistics.median(s.stall_s for s in r.load.ok if s.stalls) * 1000
                     for r in bad]
-            gap = (f"{min(gaps):.0f} ms" if round(min(gaps)) == round(max(gaps)) else
-                   f"{min(gaps):.0f}-{max(gaps):.0f} ms")
-            out.append(f"{head}, though each stream got {_seconds(per)} of audio per second, "
+            gap = _range_text(gaps, ".0f", " ms")
+            out.append(f"{head}, though each stream got {audio} of audio per second, "
                        "more than it plays: the audio came with gaps between chunks (a stalled "
                        f"stream's silence: median {gap}), not too little of it; a bigger first "
                        "chunk, or fewer and larger chunks after it (the card's chunk schedule), "
                        "keeps a player ahead of the next one at some cost in first audio, and "
                        f"fewer streams at once shorten the wait for it{lighter}")
     return out
-
-
-def _seconds(values: list[float]) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:.2f} s" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f} s"
 
 
 def saturation_advice(bench: Bench) -> list[str]:
@@ -256,8 +253,7 @@ def saturation_advice(bench: Bench) -> list[str]:
             continue
         who = ("every row" if len(short) == len(runs) and len(runs) > 1 else
                ", ".join(f"`{r.placement.name}`" for r in short))
-        served = sorted(r.load.throughput_rps for r in short)
-        got = f"{served[0]:.2f}" if served[0] == served[-1] else f"{served[0]:.2f}-{served[-1]:.2f}"
+        got = _range_text([r.load.throughput_rps for r in short], ".2f")
         kept = [r for r in runs if r not in short]
         fix = (f"{', '.join(f'`{o.placement.name}`' for o in kept)} kept up at this rate" if kept
                else "a lower rate per server (replicas) or a plan of more capacity keeps up")

@@ -103,6 +103,16 @@ def test_too_little_audio_per_stream_advises_fewer_streams_or_cpu_for_the_busies
     assert "--stage-threads engine=2 or --process-copies pipeline=2" in advice
 
 
+def test_rows_that_differ_are_given_as_a_range_from_least_to_most():
+    every_other = [S.sample(i, audio=0.5, stalls=1 if i % 2 == 0 else 0) for i in range(8)]
+    every_one = [S.sample(i, audio=0.5, stalls=1) for i in range(8)]
+    bench = S.bench([S.run(S.DECLARED, Closed(4), every_other, wall=2.0),
+                     S.run(S.SPLIT, Closed(4), every_one, wall=4.0)])
+    (advice,) = F.stall_advice(bench)
+    assert advice.startswith("C=4: 50-100% of streams stalled in every row: each of the 4 "
+                             "streams at once got 0.25-0.50 s of audio per second")
+
+
 def test_enough_audio_with_stalls_points_at_the_gaps_between_chunks():
     bench = S.bench(stalled(1, 4.0, 2))  # 16 s of audio a second for one stream
     (advice,) = F.stall_advice(bench)
