@@ -1,19 +1,15 @@
-"""What the engine writers share: the written file (`EngineFile`) and YAML text written by hand, so
-that a fact the target cannot say sits as a comment beside the keys it can, in a fixed order."""
+"""The text the engine writers share: the written file (`EngineFile`) and YAML written by hand, so
+that a fact the target cannot say sits as a comment beside the keys it can, in a fixed order (what
+they read off the plan alike is `engine_facts`)."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from planner.plan import THREAD_VARS, Plan
-
-if TYPE_CHECKING:
-    from planner.replicas import Packing
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -79,21 +75,3 @@ def comment(text: str, indent: int = 0, width: int = 96) -> list[str]:
         else:
             line = f"{line} {word}" if line else word
     return lines + ([pad + line] if line else [])
-
-
-def thread_env(threads: int) -> dict[str, str]:
-    return {var: str(threads) for var in THREAD_VARS}
-
-
-def replica_commands(plan: Plan, packing: Packing, serve: Callable[[str, int], str]
-                     ) -> list[str]:
-    """One serve command per replica (`serve(cuda_visible_devices, port)`), on its node."""
-    logical = [g.id for g in plan.gpus]
-    out, ports = [], {}
-    for r in packing.replicas:
-        port = ports[r.node] = ports.get(r.node, 29999) + 1
-        where = dict(r.gpus)
-        visible = (",".join(str(where[l]) for l in logical)
-                   if logical == list(range(len(logical))) else "")
-        out.append(f"{r.node}: {serve(visible, port)}")
-    return out

@@ -18,15 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from planner.errors import ConfigError
 from planner.plan import Plan, cpu_text
-from planner.render.engine_text import (
-    EngineFile,
-    block,
-    comment,
-    nested,
-    replica_commands,
-    scalar,
-    thread_env,
-)
+from planner.render.engine_facts import is_stage_env, replica_commands, served_model, stage_env
+from planner.render.engine_text import EngineFile, block, comment, nested, scalar
 
 if TYPE_CHECKING:
     from planner.replicas import Packing
@@ -55,7 +48,7 @@ def _selection(plan: Plan, unsaid: list[str]) -> dict[str, Any]:
     else:
         unsaid.append(f"{plan.model} is a pipeline of your own, not a built-in card: sglang-omni "
                       "takes its stages from a config class; set config_cls to yours")
-    out["model_path"] = plan.model_paths[0] if plan.model_paths else plan.model
+    out["model_path"] = served_model(plan)
     if not plan.model_paths:
         unsaid.append(f"{plan.model} lists no model path: model_path names the card; set it "
                       "to your checkpoint")
@@ -84,7 +77,6 @@ def _stage_threads(plan: Plan, unsaid: list[str]) -> dict[str, int]:
 
 
 def _stages(plan: Plan, threads: dict[str, int]) -> dict[str, Any]:
-    carried = {c.path: c.value for c in plan.carried}
     out: dict[str, Any] = {}
     for s in plan.stages:
         fields: dict[str, Any] = {"process": s.process, "gpu": s.gpu}
@@ -92,11 +84,9 @@ def _stages(plan: Plan, threads: dict[str, int]) -> dict[str, Any]:
             fields["tp_size"] = s.tp_size
         if s.gpus or s.fraction is not None:
             fields["gpu_memory_fraction"] = s.fraction
-        env = thread_env(threads[s.name])
-        env.update({p[3]: v for p, v in carried.items() if p[:3] == ("stages", s.name, "env")})
-        fields["env"] = env
-        fields.update(nested({p[2:]: v for p, v in carried.items()
-                              if p[:2] == ("stages", s.name) and p[2] != "env"}))
+        fields["env"] = stage_env(plan, s.name, threads[s.name])
+        fields.update(nested({c.path[2:]: c.value for c in plan.carried
+                              if c.path[:2] == ("stages", s.name) and not is_stage_env(c)}))
         out[s.name] = fields
     return out
 

@@ -18,13 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.plan import Plan, cpu_text
-from planner.render.engine_text import (
-    EngineFile,
-    block,
-    comment,
-    replica_commands,
-    thread_env,
-)
+from planner.render.engine_facts import is_stage_env, replica_commands, served_model, stage_env
+from planner.render.engine_text import EngineFile, block, comment
 
 if TYPE_CHECKING:
     from planner.replicas import Packing
@@ -34,7 +29,6 @@ FORMAT = "vllm-omni"
 
 def stage_entries(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     """(stage name, deploy fields) for every GPU stage, `stage_id` in pipeline order."""
-    carried = {c.path: c.value for c in plan.carried}
     out = []
     for s in (s for s in plan.stages if s.gpus):
         group = plan.group_of(s.name)
@@ -47,9 +41,8 @@ def stage_entries(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
         if s.fraction is not None:
             fields["gpu_memory_utilization"] = s.fraction
         fields["tensor_parallel_size"] = s.tp_size
-        env = thread_env(s.threads)
-        env.update({p[3]: str(v) for p, v in carried.items() if p[:3] == ("stages", s.name, "env")})
-        fields["env"] = env
+        # strings, as a process environment holds them (sglang-omni's file keeps them as read)
+        fields["env"] = {var: str(v) for var, v in stage_env(plan, s.name, s.threads).items()}
         out.append((s.name, fields))
     return out
 
@@ -75,7 +68,7 @@ def _unsaid(plan: Plan, packing: Packing | None) -> list[str]:
     if plan.mps not in (None, "off"):
         out.append(f"mps: {plan.mps} has no vLLM-Omni deploy field: start the CUDA MPS daemon "
                    "yourself")
-    engine = sorted(c.key for c in plan.carried if not (len(c.path) == 4 and c.path[2] == "env"))
+    engine = sorted(c.key for c in plan.carried if not is_stage_env(c))
     if engine:
         out.append("sglang-omni's keys " + ", ".join(engine) + " are not vLLM-Omni's: not "
                    "written")
@@ -87,7 +80,7 @@ def _unsaid(plan: Plan, packing: Packing | None) -> list[str]:
 
 def write(plan: Plan, packing: Packing | None = None) -> EngineFile:
     unsaid = _unsaid(plan, packing)
-    model = plan.model_paths[0] if plan.model_paths else plan.model
+    model = served_model(plan)
     lines = [f"# vLLM-Omni deploy config for {plan.model} (variant {plan.variant}), written by "
              "`planner solve --format vllm-omni`.",
              f"# Serve it with: vllm serve {model} --omni --deploy-config FILE"]

@@ -1,0 +1,51 @@
+"""What every engine writer reads off a plan the same way: the model an engine loads, the
+environment a stage starts with (its threads and the variables its config gave it), the carried
+keys that environment holds, and one server command per replica over nodes. The writers differ in
+where they put these facts, never in what the facts are."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from planner.pipeline import Carried
+from planner.plan import THREAD_VARS, Plan
+
+if TYPE_CHECKING:
+    from planner.replicas import Packing
+
+
+def served_model(plan: Plan) -> str:
+    """The model an engine loads: the card's first model path, else the name it was asked by."""
+    return plan.model_paths[0] if plan.model_paths else plan.model
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    return {var: str(threads) for var in THREAD_VARS}
+
+
+def is_stage_env(carried: Carried) -> bool:
+    """A variable a config put in a stage's `env` (`stages.<name>.env.<VAR>`): every engine's
+    stage takes an environment, so this carried key is written, not lost."""
+    return len(carried.path) == 4 and carried.path[0] == "stages" and carried.path[2] == "env"
+
+
+def stage_env(plan: Plan, stage: str, threads: int) -> dict[str, Any]:
+    """The environment `stage` starts with: its thread variables at `threads`, then the variables
+    its config gave it, values as they were read."""
+    given = {c.path[3]: c.value for c in plan.carried if is_stage_env(c) and c.path[1] == stage}
+    return {**thread_env(threads), **given}
+
+
+def replica_commands(plan: Plan, packing: Packing, serve: Callable[[str, int], str]
+                     ) -> list[str]:
+    """One serve command per replica (`serve(cuda_visible_devices, port)`), on its node."""
+    logical = [g.id for g in plan.gpus]
+    out, ports = [], {}
+    for r in packing.replicas:
+        port = ports[r.node] = ports.get(r.node, 29999) + 1
+        where = dict(r.gpus)
+        visible = (",".join(str(where[l]) for l in logical)
+                   if logical == list(range(len(logical))) else "")
+        out.append(f"{r.node}: {serve(visible, port)}")
+    return out
