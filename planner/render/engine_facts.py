@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from planner.pipeline import Carried
-from planner.plan import THREAD_VARS, Plan
+from planner.plan import THREAD_VARS, Plan, ProcessGroup, cpu_text
 
 if TYPE_CHECKING:
     from planner.replicas import Packing
@@ -35,6 +35,12 @@ def stage_env(plan: Plan, stage: str, threads: int) -> dict[str, Any]:
     its config gave it, values as they were read."""
     given = {c.path[3]: c.value for c in plan.carried if is_stage_env(c) and c.path[1] == stage}
     return {**thread_env(threads), **given}
+
+
+def pinned(group: ProcessGroup) -> str:
+    """How a note names a pinned group that the file has no CPU list for, one note a group; the
+    engine's own reason follows a colon. (Ray Serve names them all in one note, its own words.)"""
+    return f"process {group.name} is pinned to CPUs {cpu_text(group.cpus)}"
 
 
 def replica_commands(plan: Plan, packing: Packing, serve: Callable[[str, int], str]

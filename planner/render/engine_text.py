@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,3 +75,8 @@ def comment(text: str, indent: int = 0, width: int = 96) -> list[str]:
         else:
             line = f"{line} {word}" if line else word
     return lines + ([pad + line] if line else [])
+
+
+def unsaid_comments(unsaid: Iterable[str]) -> list[str]:
+    """Each fact the file cannot express, as a comment at its top."""
+    return [line for fact in unsaid for line in comment("not expressible here: " + fact)]

@@ -17,9 +17,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import ConfigError
-from planner.plan import Plan, cpu_text
-from planner.render.engine_facts import is_stage_env, replica_commands, served_model, stage_env
-from planner.render.engine_text import EngineFile, block, comment, nested, scalar
+from planner.plan import Plan
+from planner.render.engine_facts import (
+    is_stage_env,
+    pinned,
+    replica_commands,
+    served_model,
+    stage_env,
+)
+from planner.render.engine_text import EngineFile, block, comment, nested, scalar, unsaid_comments
 
 if TYPE_CHECKING:
     from planner.replicas import Packing
@@ -104,9 +110,8 @@ def _processes(plan: Plan, unsaid: list[str]) -> dict[str, Any]:
         if fields:
             out[g.name] = fields
         if g.cpus:
-            unsaid.append(f"process {g.name} is pinned to CPUs {cpu_text(g.cpus)}: sglang-omni's "
-                          "config has no per-process CPU list (`sgl-omni serve --cpu-allocator "
-                          "static` pins its processes itself)")
+            unsaid.append(f"{pinned(g)}: sglang-omni's config has no per-process CPU list "
+                          "(`sgl-omni serve --cpu-allocator static` pins its processes itself)")
     return out
 
 
@@ -153,8 +158,7 @@ def write(plan: Plan, packing: Packing | None = None) -> EngineFile:
     head = [f"# sglang-omni config for {plan.model} (variant {plan.variant}), written by "
             "`planner solve --format sglang-omni`.", "# Serve it with: sgl-omni serve --config "
             "FILE"]
-    for fact in unsaid:
-        head += comment("not expressible here: " + fact)
+    head += unsaid_comments(unsaid)
     lines = head + [f"{scalar(k)}: {scalar(v)}" for k, v in top.items()
                     if k not in ("placement", "stages", "processes")]
     for key in ("placement", "stages", "processes"):

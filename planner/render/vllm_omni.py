@@ -17,9 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from planner.plan import Plan, cpu_text
-from planner.render.engine_facts import is_stage_env, replica_commands, served_model, stage_env
-from planner.render.engine_text import EngineFile, block, comment
+from planner.plan import Plan
+from planner.render.engine_facts import (
+    is_stage_env,
+    pinned,
+    replica_commands,
+    served_model,
+    stage_env,
+)
+from planner.render.engine_text import EngineFile, block, comment, unsaid_comments
 
 if TYPE_CHECKING:
     from planner.replicas import Packing
@@ -55,8 +61,8 @@ def _unsaid(plan: Plan, packing: Packing | None) -> list[str]:
             out.append(f"process {g.name} runs {', '.join(on_gpu)} in one process; vLLM-Omni runs "
                        "each stage as its own engine, so they are written as separate stages")
         if g.cpus:
-            out.append(f"process {g.name} is pinned to CPUs {cpu_text(g.cpus)}: a vLLM-Omni "
-                       "deploy config has no CPU list (pin the server with taskset)")
+            out.append(f"{pinned(g)}: a vLLM-Omni deploy config has no CPU list (pin the "
+                       "server with taskset)")
     cpu = [s.name for s in plan.stages if not s.gpus]
     if cpu:
         out.append(f"{', '.join(cpu)} run{'s' if len(cpu) == 1 else ''} on CPU: no vLLM-Omni "
@@ -87,8 +93,7 @@ def write(plan: Plan, packing: Packing | None = None) -> EngineFile:
     lines += comment("One stage per GPU stage of the plan, stage_id in pipeline order: check the "
                      "ids against your model's stage order in vLLM-Omni, and keep its other "
                      "deploy fields (connectors, sampling parameters) beside these.")
-    for fact in unsaid:
-        lines += comment("not expressible here: " + fact)
+    lines += unsaid_comments(unsaid)
     entries = stage_entries(plan)
     lines.append("stages:" if entries else "stages: []")
     for name, fields in entries:
