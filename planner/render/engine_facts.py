@@ -6,7 +6,7 @@ where they put these facts, never in what the facts are."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from planner.pipeline import Carried
 from planner.plan import THREAD_VARS, Plan, ProcessGroup, cpu_text
@@ -43,15 +43,24 @@ def pinned(group: ProcessGroup) -> str:
     return f"process {group.name} is pinned to CPUs {cpu_text(group.cpus)}"
 
 
-def replica_commands(plan: Plan, packing: Packing, serve: Callable[[str, int], str]
-                     ) -> list[str]:
-    """One serve command per replica (`serve(cuda_visible_devices, port)`), on its node."""
+def several_replicas(packing: Packing | None) -> TypeGuard[Packing]:
+    """Whether the plan runs as replicas over nodes: an engine with no replica of its own over
+    nodes runs one server per replica, and its file lists their commands."""
+    return packing is not None and len(packing.replicas) > 1
+
+
+def replica_commands(plan: Plan, packing: Packing, serve: Callable[[int], str]) -> list[str]:
+    """One serve command per replica (`serve(port)`), on its node, each server seeing the node's
+    GPUs it was packed onto under the plan's own ids."""
     logical = [g.id for g in plan.gpus]
     out, ports = [], {}
     for r in packing.replicas:
         port = ports[r.node] = ports.get(r.node, 29999) + 1
         where = dict(r.gpus)
+        # Renumbering holds only where the plan's ids are 0..n-1, as CUDA_VISIBLE_DEVICES numbers
+        # what it lists; otherwise the server sees the node's GPUs as they are.
         visible = (",".join(str(where[l]) for l in logical)
                    if logical == list(range(len(logical))) else "")
-        out.append(f"{r.node}: {serve(visible, port)}")
+        env = f"CUDA_VISIBLE_DEVICES={visible} " if visible else ""
+        out.append(f"{r.node}: {env}{serve(port)}")
     return out

@@ -80,3 +80,9 @@ def comment(text: str, indent: int = 0, width: int = 96) -> list[str]:
 def unsaid_comments(unsaid: Iterable[str]) -> list[str]:
     """Each fact the file cannot express, as a comment at its top."""
     return [line for fact in unsaid for line in comment("not expressible here: " + fact)]
+
+
+def commented_commands(heading: str, commands: Iterable[str]) -> list[str]:
+    """Commands to run beside the file (one server per replica), as comments after it: the file
+    stays the engine's config, the commands are for whoever starts it."""
+    return ["", *comment(heading), *(f"#   {c}" for c in commands)]

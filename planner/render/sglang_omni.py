@@ -23,9 +23,18 @@ from planner.render.engine_facts import (
     pinned,
     replica_commands,
     served_model,
+    several_replicas,
     stage_env,
 )
-from planner.render.engine_text import EngineFile, block, comment, nested, scalar, unsaid_comments
+from planner.render.engine_text import (
+    EngineFile,
+    block,
+    comment,
+    commented_commands,
+    nested,
+    scalar,
+    unsaid_comments,
+)
 
 if TYPE_CHECKING:
     from planner.replicas import Packing
@@ -116,24 +125,19 @@ def _processes(plan: Plan, unsaid: list[str]) -> dict[str, Any]:
 
 
 def _replicas(plan: Plan, packing: Packing | None, unsaid: list[str]) -> list[str]:
-    if packing is None or len(packing.replicas) < 2:
+    if not several_replicas(packing):
         return []
     nodes = sorted({r.node for r in packing.replicas})
     unsaid.append(f"{len(packing.replicas)} replicas over {len(nodes)} node"
                   f"{'s' if len(nodes) != 1 else ''}: sglang-omni has no cross-node replica; run "
                   "one `sgl-omni serve` per replica behind its router (commands in the file)")
-
-    def serve(visible: str, port: int) -> str:
-        env = f"CUDA_VISIBLE_DEVICES={visible} " if visible else ""
-        return f"{env}sgl-omni serve --config FILE --host 0.0.0.0 --port {port}"
-
-    commands = replica_commands(plan, packing, serve)
+    commands = replica_commands(
+        plan, packing, lambda port: f"sgl-omni serve --config FILE --host 0.0.0.0 --port {port}")
     urls = " ".join(f"http://{c.split(':', 1)[0]}:{c.rsplit('--port ', 1)[1]}" for c in commands)
-    lines = ["", *comment("Replicas: sglang-omni has no cross-node replica. Run one server per "
-                          "replica, on its node, and its router in front:")]
-    lines += [f"#   {c}" for c in commands]
-    lines.append(f"#   sgl-omni-router --port 8000 --worker-urls {urls} --policy least_request")
-    return lines
+    router = f"sgl-omni-router --port 8000 --worker-urls {urls} --policy least_request"
+    return commented_commands("Replicas: sglang-omni has no cross-node replica. Run one server "
+                              "per replica, on its node, and its router in front:",
+                              [*commands, router])
 
 
 def write(plan: Plan, packing: Packing | None = None) -> EngineFile:

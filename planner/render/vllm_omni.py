@@ -23,9 +23,16 @@ from planner.render.engine_facts import (
     pinned,
     replica_commands,
     served_model,
+    several_replicas,
     stage_env,
 )
-from planner.render.engine_text import EngineFile, block, comment, unsaid_comments
+from planner.render.engine_text import (
+    EngineFile,
+    block,
+    comment,
+    commented_commands,
+    unsaid_comments,
+)
 
 if TYPE_CHECKING:
     from planner.replicas import Packing
@@ -78,7 +85,7 @@ def _unsaid(plan: Plan, packing: Packing | None) -> list[str]:
     if engine:
         out.append("sglang-omni's keys " + ", ".join(engine) + " are not vLLM-Omni's: not "
                    "written")
-    if packing is not None and len(packing.replicas) > 1:
+    if several_replicas(packing):
         out.append(f"{len(packing.replicas)} replicas over nodes: one vLLM-Omni server per "
                    "replica, behind your load balancer (commands in the file)")
     return out
@@ -102,12 +109,11 @@ def write(plan: Plan, packing: Packing | None = None) -> EngineFile:
         first, *rest = block(fields, 4)
         lines.append("  - " + first.lstrip())
         lines += rest
-    if packing is not None and len(packing.replicas) > 1:
-        def serve(visible: str, port: int) -> str:
-            env = f"CUDA_VISIBLE_DEVICES={visible} " if visible else ""
-            return f"{env}vllm serve {model} --omni --deploy-config FILE --port {port}"
+    if several_replicas(packing):
+        def serve(port: int) -> str:
+            return f"vllm serve {model} --omni --deploy-config FILE --port {port}"
 
-        lines += ["", "# Replicas: one server per replica, on its node:"]
-        lines += [f"#   {c}" for c in replica_commands(plan, packing, serve)]
+        lines += commented_commands("Replicas: one server per replica, on its node:",
+                                    replica_commands(plan, packing, serve))
     return EngineFile(FORMAT, "\n".join(lines) + "\n", tuple(unsaid))
 
