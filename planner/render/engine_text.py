@@ -9,7 +9,10 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planner.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,13 @@ class EngineFile:
     format: str  # e.g. "sglang-omni"
     text: str  # the file, with a comment for everything it cannot say
     unsaid: tuple[str, ...]  # what the target cannot express, one sentence each
+
+
+def written_by(what: str, plan: Plan, fmt: str) -> str:
+    """A file's first sentence, less its full stop: what the file is, for which plan, and the
+    command that wrote it."""
+    return (f"{what} for {plan.model} (variant {plan.variant}), written by `planner solve "
+            f"--format {fmt}`")
 
 
 # -- YAML text, written by hand: comments where a fact cannot be said, keys in a fixed order -------

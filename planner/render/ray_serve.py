@@ -24,6 +24,7 @@ from typing import Any
 from planner.flags import command_line
 from planner.plan import ComputeRequest, Plan, ProcessGroup, Request, Result, cpu_text
 from planner.render.dicts import request_dict
+from planner.render.engine_text import written_by
 
 IMPORT_PATH = "launcher.ray_serve.app:build"
 FRONT_DOOR = "front_door"
@@ -189,8 +190,7 @@ def _check(plan: Plan) -> None:
 def _header(plan: Plan, asked: Asked, config: dict[str, Any], notes: tuple[str, ...]) -> str:
     flags = command_line(asked.requests)
     lines = [
-        f"Ray Serve config for {plan.model} (variant {plan.variant}), written by `planner solve "
-        f"--format ray-serve`{' with ' + flags if flags else ''}.",
+        f"{written_by('Ray Serve config', plan, 'ray-serve')}{' with ' + flags if flags else ''}.",
         "Run it: `serve run FILE` (starts a local Ray when none runs) or `serve deploy FILE` (a "
         "running cluster); http_options says where it answers POST /v1/audio/speech and GET "
         "/v1/models, as planner serve does.",
@@ -201,7 +201,8 @@ def _header(plan: Plan, asked: Asked, config: dict[str, Any], notes: tuple[str, 
     for d in config["applications"][0]["deployments"]:
         opts = d["ray_actor_options"]
         if d["name"] not in {g.name for g in plan.groups}:
-            what = "the HTTP front door, not a process group: reserves no CPU (the plan counts none)"
+            what = ("the HTTP front door, not a process group: reserves no CPU (the plan counts "
+                    "none)")
         else:
             g = next(g for g in plan.groups if g.name == d["name"])
             where = "CPU" if g.gpu is None else f"GPU {g.gpu}, num_gpus {opts['num_gpus']:g}"

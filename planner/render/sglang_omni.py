@@ -34,6 +34,7 @@ from planner.render.engine_text import (
     nested,
     scalar,
     unsaid_comments,
+    written_by,
 )
 
 if TYPE_CHECKING:
@@ -159,9 +160,8 @@ def write(plan: Plan, packing: Packing | None = None) -> EngineFile:
     if processes:
         top["processes"] = processes
     replicas = _replicas(plan, packing, unsaid)
-    head = [f"# sglang-omni config for {plan.model} (variant {plan.variant}), written by "
-            "`planner solve --format sglang-omni`.", "# Serve it with: sgl-omni serve --config "
-            "FILE"]
+    head = [f"# {written_by('sglang-omni config', plan, FORMAT)}.",
+            "# Serve it with: sgl-omni serve --config FILE"]
     head += unsaid_comments(unsaid)
     lines = head + [f"{scalar(k)}: {scalar(v)}" for k, v in top.items()
                     if k not in ("placement", "stages", "processes")]

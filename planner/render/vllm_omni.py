@@ -32,6 +32,7 @@ from planner.render.engine_text import (
     comment,
     commented_commands,
     unsaid_comments,
+    written_by,
 )
 
 if TYPE_CHECKING:
@@ -94,8 +95,7 @@ def _unsaid(plan: Plan, packing: Packing | None) -> list[str]:
 def write(plan: Plan, packing: Packing | None = None) -> EngineFile:
     unsaid = _unsaid(plan, packing)
     model = served_model(plan)
-    lines = [f"# vLLM-Omni deploy config for {plan.model} (variant {plan.variant}), written by "
-             "`planner solve --format vllm-omni`.",
+    lines = [f"# {written_by('vLLM-Omni deploy config', plan, FORMAT)}.",
              f"# Serve it with: vllm serve {model} --omni --deploy-config FILE"]
     lines += comment("One stage per GPU stage of the plan, stage_id in pipeline order: check the "
                      "ids against your model's stage order in vLLM-Omni, and keep its other "
