@@ -18,14 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.errors import ConfigError
 from planner.plan import Plan
-from planner.render.engine_facts import (
-    is_stage_env,
-    pinned,
-    replica_commands,
-    served_model,
-    several_replicas,
-    stage_env,
-)
+from planner.render import engine_facts
 from planner.render.engine_text import (
     EngineFile,
     block,
@@ -64,7 +57,7 @@ def _selection(plan: Plan, unsaid: list[str]) -> dict[str, Any]:
     else:
         unsaid.append(f"{plan.model} is a pipeline of your own, not a built-in card: sglang-omni "
                       "takes its stages from a config class; set config_cls to yours")
-    out["model_path"] = served_model(plan)
+    out["model_path"] = engine_facts.served_model(plan)
     if not plan.model_paths:
         unsaid.append(f"{plan.model} lists no model path: model_path names the card; set it "
                       "to your checkpoint")
@@ -100,9 +93,10 @@ def _stages(plan: Plan, threads: dict[str, int]) -> dict[str, Any]:
             fields["tp_size"] = s.tp_size
         if s.gpus or s.fraction is not None:
             fields["gpu_memory_fraction"] = s.fraction
-        fields["env"] = stage_env(plan, s.name, threads[s.name])
+        fields["env"] = engine_facts.stage_env(plan, s.name, threads[s.name])
         fields.update(nested({c.path[2:]: c.value for c in plan.carried
-                              if c.path[:2] == ("stages", s.name) and not is_stage_env(c)}))
+                              if c.path[:2] == ("stages", s.name)
+                              and not engine_facts.is_stage_env(c)}))
         out[s.name] = fields
     return out
 
@@ -120,19 +114,20 @@ def _processes(plan: Plan, unsaid: list[str]) -> dict[str, Any]:
         if fields:
             out[g.name] = fields
         if g.cpus:
-            unsaid.append(f"{pinned(g)}: sglang-omni's config has no per-process CPU list "
-                          "(`sgl-omni serve --cpu-allocator static` pins its processes itself)")
+            unsaid.append(f"{engine_facts.pinned(g)}: sglang-omni's config has no per-process "
+                          "CPU list (`sgl-omni serve --cpu-allocator static` pins its processes "
+                          "itself)")
     return out
 
 
 def _replicas(plan: Plan, packing: Packing | None, unsaid: list[str]) -> list[str]:
-    if not several_replicas(packing):
+    if not engine_facts.several_replicas(packing):
         return []
     nodes = sorted({r.node for r in packing.replicas})
     unsaid.append(f"{len(packing.replicas)} replicas over {len(nodes)} node"
                   f"{'s' if len(nodes) != 1 else ''}: sglang-omni has no cross-node replica; run "
                   "one `sgl-omni serve` per replica behind its router (commands in the file)")
-    commands = replica_commands(
+    commands = engine_facts.replica_commands(
         plan, packing, lambda port: f"sgl-omni serve --config FILE --host 0.0.0.0 --port {port}")
     urls = " ".join(f"http://{c.split(':', 1)[0]}:{c.rsplit('--port ', 1)[1]}" for c in commands)
     router = f"sgl-omni-router --port 8000 --worker-urls {urls} --policy least_request"

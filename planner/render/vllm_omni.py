@@ -18,14 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.plan import Plan
-from planner.render.engine_facts import (
-    is_stage_env,
-    pinned,
-    replica_commands,
-    served_model,
-    several_replicas,
-    stage_env,
-)
+from planner.render import engine_facts
 from planner.render.engine_text import (
     EngineFile,
     block,
@@ -56,7 +49,8 @@ def stage_entries(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
             fields["gpu_memory_utilization"] = s.fraction
         fields["tensor_parallel_size"] = s.tp_size
         # strings, as a process environment holds them (sglang-omni's file keeps them as read)
-        fields["env"] = {var: str(v) for var, v in stage_env(plan, s.name, s.threads).items()}
+        env = engine_facts.stage_env(plan, s.name, s.threads)
+        fields["env"] = {var: str(v) for var, v in env.items()}
         out.append((s.name, fields))
     return out
 
@@ -69,8 +63,8 @@ def _unsaid(plan: Plan, packing: Packing | None) -> list[str]:
             out.append(f"process {g.name} runs {', '.join(on_gpu)} in one process; vLLM-Omni runs "
                        "each stage as its own engine, so they are written as separate stages")
         if g.cpus:
-            out.append(f"{pinned(g)}: a vLLM-Omni deploy config has no CPU list (pin the "
-                       "server with taskset)")
+            out.append(f"{engine_facts.pinned(g)}: a vLLM-Omni deploy config has no CPU list "
+                       "(pin the server with taskset)")
     cpu = [s.name for s in plan.stages if not s.gpus]
     if cpu:
         out.append(f"{', '.join(cpu)} run{'s' if len(cpu) == 1 else ''} on CPU: no vLLM-Omni "
@@ -82,11 +76,11 @@ def _unsaid(plan: Plan, packing: Packing | None) -> list[str]:
     if plan.mps not in (None, "off"):
         out.append(f"mps: {plan.mps} has no vLLM-Omni deploy field: start the CUDA MPS daemon "
                    "yourself")
-    engine = sorted(c.key for c in plan.carried if not is_stage_env(c))
+    engine = sorted(c.key for c in plan.carried if not engine_facts.is_stage_env(c))
     if engine:
         out.append("sglang-omni's keys " + ", ".join(engine) + " are not vLLM-Omni's: not "
                    "written")
-    if several_replicas(packing):
+    if engine_facts.several_replicas(packing):
         out.append(f"{len(packing.replicas)} replicas over nodes: one vLLM-Omni server per "
                    "replica, behind your load balancer (commands in the file)")
     return out
@@ -94,7 +88,7 @@ def _unsaid(plan: Plan, packing: Packing | None) -> list[str]:
 
 def write(plan: Plan, packing: Packing | None = None) -> EngineFile:
     unsaid = _unsaid(plan, packing)
-    model = served_model(plan)
+    model = engine_facts.served_model(plan)
     lines = [f"# {written_by('vLLM-Omni deploy config', plan, FORMAT)}.",
              f"# Serve it with: vllm serve {model} --omni --deploy-config FILE"]
     lines += comment("One stage per GPU stage of the plan, stage_id in pipeline order: check the "
@@ -109,11 +103,11 @@ def write(plan: Plan, packing: Packing | None = None) -> EngineFile:
         first, *rest = block(fields, 4)
         lines.append("  - " + first.lstrip())
         lines += rest
-    if several_replicas(packing):
+    if engine_facts.several_replicas(packing):
         def serve(port: int) -> str:
             return f"vllm serve {model} --omni --deploy-config FILE --port {port}"
 
         lines += commented_commands("Replicas: one server per replica, on its node:",
-                                    replica_commands(plan, packing, serve))
+                                    engine_facts.replica_commands(plan, packing, serve))
     return EngineFile(FORMAT, "\n".join(lines) + "\n", tuple(unsaid))
 
