@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.plan import Copies, Pin, Threads
-from planner.tune.choose import RESOLUTION, TIE, Candidate, Choice, score, tie_order, tied
+from planner.tune.choose import (
+    RESOLUTION, TIE, Candidate, Choice, predicted_lead, tie_break, tied,
+)
 from planner.tune.verify import Measured, Verdict
 
 # The plans tied with the pick that the answer shows (the rest: `--all`, and tune.json).
@@ -96,8 +98,7 @@ def how_sure(choice: Choice) -> str:
         many = "plan is" if len(near) == 1 else "plans are"
         return (f"a tie: {len(near)} other {many} predicted within {TIE:.0%} of it, the "
                 "model's tie band, which it does not tell apart")
-    s0, s1 = score(best, choice.objective), score(choice.ranked[1], choice.objective)
-    apart = abs(s0 - s1) / max(abs(s0), 1e-9)
+    apart = abs(predicted_lead(best, choice.ranked[1], choice.objective))
     return (f"no other plan within the model's {TIE:.0%} tie band: the next is predicted "
             f"{apart:.0%} {'lower' if choice.objective == 'throughput' else 'slower'}")
 
@@ -145,28 +146,26 @@ def reasons(choice: Choice) -> tuple[str, ...]:
 
 def tie_first(choice: Choice) -> str | None:
     """Why the pick comes before #2 of its tie (the plan a check serves against it), as
-    `planner.tune.choose.rank` put it there, in a sentence; None: no tie."""
+    `planner.tune.choose.rank` put it there (`tie_break`), in a sentence; None: no tie."""
     if rival(choice) is None:
         return None
     best, other = choice.ranked[0], choice.ranked[1]
-    s0, s1 = score(best, choice.objective), score(other, choice.objective)
-    above = (s0 - s1) / max(abs(s0), 1e-9)
-    mine = tie_order(best.processes, best.crowding_ms, choice.cores)
-    theirs = tie_order(other.processes, other.crowding_ms, choice.cores)
-    if mine[0] != theirs[0]:
-        return ("It comes before #2 as one process on one core: switching a core between "
-                "processes costs what the model does not charge.")
-    if mine[1] != theirs[1]:
-        return ("It comes before #2 for keeping other native work away from the busiest "
-                "stage, which costs more than the model charges.")
-    if above >= RESOLUTION:
-        return f"It is predicted {above:.1%} above #2, less than the tie band."
-    if other.extra_threads > best.extra_threads:
-        return ("#2 asks for more threads and is predicted no better: a thread that gains "
-                "nothing still costs its hand-offs.")
-    if above > 0:
-        return (f"It is predicted above #2 by under {RESOLUTION:.1%}, which the model does not "
-                "resolve: serving the two tells them apart.")
+    match tie_break(best, other, choice.objective, choice.cores):
+        case "one_core":
+            return ("It comes before #2 as one process on one core: switching a core between "
+                    "processes costs what the model does not charge.")
+        case "less_crowding":
+            return ("It comes before #2 for keeping other native work away from the busiest "
+                    "stage, which costs more than the model charges.")
+        case "predicted_higher":
+            above = predicted_lead(best, other, choice.objective)
+            return f"It is predicted {above:.1%} above #2, less than the tie band."
+        case "fewer_threads":
+            return ("#2 asks for more threads and is predicted no better: a thread that gains "
+                    "nothing still costs its hand-offs.")
+        case "unresolved_lead":
+            return (f"It is predicted above #2 by under {RESOLUTION:.1%}, which the model does "
+                    "not resolve: serving the two tells them apart.")
     return ("#2 is predicted the same; a fixed order puts the pick first (fewer processes, "
             "then by name).")
 

@@ -287,8 +287,40 @@ def rank(keys: Sequence[RankKey], cores: int) -> list[int]:
 
 
 def tie_order(processes: int, crowding: float, cores: int) -> tuple:
-    """The tie-break key, smaller first (see `rank`); `_tie_reason` words each position."""
+    """The tie-break key, smaller first (see `rank`); `tie_break` names the position that
+    differs."""
     return (cores == 1 and processes > 1, crowding)
+
+
+# What puts one plan of a tie before another (`tie_break`), in the order `rank` weighs them.
+TieBreak = Literal["one_core", "less_crowding", "predicted_higher", "fewer_threads",
+                   "unresolved_lead", "fixed_order"]
+
+
+def predicted_lead(first: Candidate, other: Candidate, objective: Objective) -> float:
+    """How far `first` is predicted above `other`, as a share of `first`'s score (negative:
+    below)."""
+    mine = score(first, objective)
+    return (mine - score(other, objective)) / max(abs(mine), 1e-9)
+
+
+def tie_break(first: Candidate, other: Candidate, objective: Objective, cores: int) -> TieBreak:
+    """What puts `first` before `other`, a plan of its tie that `rank` put after it: the key of
+    `tie_order` that tells them apart; else a prediction higher by `RESOLUTION` or more; else
+    fewer threads asked for; else a lead too small to resolve; else nothing but the fixed order of
+    equal predictions. The screen's, the table's and tune.json's words all say this one answer."""
+    mine = tie_order(first.processes, first.crowding_ms, cores)
+    theirs = tie_order(other.processes, other.crowding_ms, cores)
+    if mine[0] != theirs[0]:
+        return "one_core"
+    if mine[1] != theirs[1]:
+        return "less_crowding"
+    lead = predicted_lead(first, other, objective)
+    if lead >= RESOLUTION:
+        return "predicted_higher"
+    if other.extra_threads > first.extra_threads:
+        return "fewer_threads"
+    return "unresolved_lead" if lead > 0 else "fixed_order"
 
 
 def tied(choice: Choice, i: int = 0) -> tuple[int, ...]:
@@ -304,23 +336,25 @@ def tie_note(choice: Choice, i: int) -> str:
     above = [j for j in range(i + 1, len(s)) if s[j] > s[i]]
     if above:
         j = above[0]
-        return (f"tie; above #{j + 1}: "
-                f"{_short_reason(choice.ranked[i], choice.ranked[j], choice.cores)}")
+        return f"tie; above #{j + 1}: {_short_reason(choice, i, j)}"
     near = tied(choice, i)
     if not near:
         return ""
     return "tie with " + ", ".join(f"#{j + 1}" for j in near)
 
 
-def _short_reason(best: Candidate, rival: Candidate, cores: int) -> str:
-    keys = [tie_order(c.processes, c.crowding_ms, cores) for c in (best, rival)]
-    if keys[0][0] != keys[1][0]:
-        return f"{rival.processes} procs on 1 core"
-    if keys[0][1] != keys[1][1]:
-        return "less native work beside the busiest stage"
-    if best.extra_threads < rival.extra_threads:
-        return "fewer threads, no gain resolved"
-    return "predicted equal"
+def _short_reason(choice: Choice, i: int, j: int) -> str:
+    """Why the i-th row is above the j-th, predicted higher, in a few words."""
+    first, other = choice.ranked[i], choice.ranked[j]
+    match tie_break(first, other, choice.objective, choice.cores):
+        case "one_core":
+            return f"{other.processes} procs on 1 core"
+        case "less_crowding":
+            return "less native work beside the busiest stage"
+        case "fewer_threads":
+            return "fewer threads, no gain resolved"
+        case _:
+            return "predicted equal"
 
 
 def why(choice: Choice) -> str:
@@ -389,53 +423,38 @@ def _tie_note(choice: Choice) -> str:
 
 
 def _tie_reason(choice: Choice, near: Sequence[int]) -> str:
-    """Why the pick (`choice.ranked[0]`) is first of its tie, against each of the others: the key
-    of `tie_order` that put it first, in words; else its higher prediction; else the fixed order
-    of equal predictions. Others put after it for the same reason share a clause."""
+    """Why the pick (`choice.ranked[0]`) is first of its tie, against each of the others
+    (`tie_break`), in words. Others put after it for the same reason share a clause."""
     best = choice.ranked[0]
-    s0 = score(best, choice.objective)
-    mine = tie_order(best.processes, best.crowding_ms, choice.cores)
-    cores_, crowded, lower, threads, same = [], [], [], [], []
+    by: dict[TieBreak, list[Candidate]] = {}
     for j in near:
         c = choice.ranked[j]
-        key = tie_order(c.processes, c.crowding_ms, choice.cores)
-        if key[0] != mine[0]:
-            cores_.append(c)
-        elif key[1] != mine[1]:
-            crowded.append(c)
-        elif (s0 - score(c, choice.objective)) / max(abs(s0), 1e-9) >= RESOLUTION:
-            lower.append(c)
-        elif c.extra_threads > best.extra_threads:
-            threads.append(c)
-        else:
-            same.append(c)
+        by.setdefault(tie_break(best, c, choice.objective, choice.cores), []).append(c)
     names = (lambda cs: ", ".join(f"`{c.name}`" for c in cs))
     out = []
-    if cores_:
-        out.append(f"{names(cores_)} run{'s' if len(cores_) == 1 else ''} more than one "
+    if switching := by.get("one_core"):
+        out.append(f"{names(switching)} run{'s' if len(switching) == 1 else ''} more than one "
                    "process on the one core, which keeps switching it between processes (the "
                    "model does not charge for that)")
-    if crowded:
+    if crowded := by.get("less_crowding"):
         out.append(f"`{best.name}` leaves the busiest stage {best.crowding_ms:.0f} ms of other "
                    f"native work per request beside that stage, against "
                    f"{', '.join(f'{c.crowding_ms:.0f}' for c in crowded)} ms in {names(crowded)}, "
                    "and a stage of short native calls waits for the interpreter lock of the "
                    "stages beside that stage more than the model charges")
-    if lower:
-        out.append(f"`{best.name}` is predicted higher than {names(lower)}, by "
-                   f"{min((s0 - score(c, choice.objective)) / max(abs(s0), 1e-9) for c in lower):.1%}"
-                   " or more")
-    if threads:
+    if lower := by.get("predicted_higher"):
+        least = min(predicted_lead(best, c, choice.objective) for c in lower)
+        out.append(f"`{best.name}` is predicted higher than {names(lower)}, by {least:.1%} or more")
+    if threads := by.get("fewer_threads"):
         out.append(f"{names(threads)} {'asks' if len(threads) == 1 else 'ask'} for more threads "
                    f"than `{best.name}` and {'is' if len(threads) == 1 else 'are'} predicted "
                    f"within {RESOLUTION:.1%} of it, no gain the model resolves: a thread that "
                    "gains nothing still costs its hand-offs, which the model does not charge")
-    exact = [c for c in same if score(c, choice.objective) == s0]
-    hair = [c for c in same if score(c, choice.objective) != s0]
-    if hair:
+    if hair := by.get("unresolved_lead"):
         out.append(f"{names(hair)} {'is' if len(hair) == 1 else 'are'} predicted below "
-                   f"`{best.name}` by less than 0.1%, a difference the model does not resolve")
-    if exact:
+                   f"`{best.name}` by less than {RESOLUTION:.1%}, a difference the model does not "
+                   "resolve")
+    if exact := by.get("fixed_order"):
         out.append(f"the model predicts {names(exact)} exactly the same as `{best.name}`, and a "
                    f"fixed order puts `{best.name}` first (fewer processes, then by name)")
     return "; ".join(out)
