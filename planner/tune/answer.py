@@ -15,7 +15,7 @@ from typing import Any
 
 from planner.plan import Copies, Pin, Threads
 from planner.tune.choose import (
-    RESOLUTION, TIE, Candidate, Choice, predicted_lead, tie_break, tied,
+    RESOLUTION, TIE, Candidate, Choice, gain, predicted_lead, tie_break, tied,
 )
 from planner.tune.verify import Measured, Verdict
 
@@ -80,13 +80,6 @@ def shown(choice: Choice, measured: Measured | None = None, every: bool = False)
     return sorted(i for i in rows if i < len(choice.ranked))
 
 
-def gain(choice: Choice, c: Candidate, k: int | None = None) -> float:
-    """`c`'s predicted requests per second over the declared topology's at workload `k`
-    (default: the last, the heaviest by convention)."""
-    k = len(choice.workloads) - 1 if k is None else k
-    return c.predicted[k].throughput_rps / max(choice.declared.predicted[k].throughput_rps, 1e-9)
-
-
 def how_sure(choice: Choice) -> str:
     """The model's confidence in the pick as its tie band: how many plans it does not tell apart
     from the pick, or how far the next one is."""
@@ -107,7 +100,7 @@ def changes(c: Candidate) -> str:
     """What `c` changes from the declared topology, as a clause: its process groups, threads,
     copies and pins."""
     out = []
-    if len(c.compute) < len(c.requests):  # it moves stages
+    if c.moves_stages:
         out.append(f"splits the stages into {' | '.join('+'.join(s) for _, s in c.groups)}")
     threads = [f"{r.stage} {r.count} threads" for r in c.compute if isinstance(r, Threads)]
     if threads:
@@ -124,11 +117,12 @@ def changes(c: Candidate) -> str:
 
 def reasons(choice: Choice) -> tuple[str, ...]:
     """Why the pick, in two or three short sentences: what bounds the declared topology, what
-    the pick changes and gains, and, in a tie, why it comes first."""
+    the pick changes and gains, and, in a tie, why it comes first (in full:
+    `planner.tune.choose.why`)."""
     best, base = choice.best, choice.declared
     if best is None:
         return ()
-    k = len(choice.workloads) - 1
+    k = choice.headline
     res, busy = base.predicted[k].bottleneck
     out = [f"At {choice.workloads[k].label} the declared topology is bound by {res}, "
            f"{busy:.0%} busy."]

@@ -71,6 +71,11 @@ class Candidate:
         no pin)."""
         return tuple(r for r in self.requests if isinstance(r, (Threads, Copies, Pin)))
 
+    @property
+    def moves_stages(self) -> bool:
+        """Whether it places stages in other processes than declared, not only adds compute."""
+        return len(self.compute) < len(self.requests)
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -86,6 +91,11 @@ class Choice:
     @property
     def best(self) -> Candidate | None:
         return self.ranked[0] if self.ranked else None
+
+    @property
+    def headline(self) -> int:
+        """The workload that "why" speaks of: the last given, the heaviest by convention."""
+        return len(self.workloads) - 1
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,13 @@ def score(c: Candidate, objective: Objective) -> float:
     return objective_score(objective, [p.throughput_rps for p in c.predicted],
                            [p.latency_p50_ms for p in c.predicted],
                            [p.ttfa_p90_ms for p in c.predicted])
+
+
+def gain(choice: Choice, c: Candidate, k: int | None = None) -> float:
+    """`c`'s predicted requests per second over the declared topology's at workload `k`
+    (default: `Choice.headline`)."""
+    k = choice.headline if k is None else k
+    return c.predicted[k].throughput_rps / max(choice.declared.predicted[k].throughput_rps, 1e-9)
 
 
 def objective_score(objective: str, throughput_rps: Sequence[float],
@@ -359,21 +376,21 @@ def _short_reason(choice: Choice, i: int, j: int) -> str:
 
 def why(choice: Choice) -> str:
     """Which resource bounds the declared topology, what the winner changes, and, when others are
-    predicted within `TIE` of the winner, that the model calls it a tie and how it was settled."""
+    predicted within `TIE` of the winner, that the model calls it a tie and how it was settled.
+    tune.json's full account; the screen says the same in short (`planner.tune.answer.reasons`)."""
     best, base = choice.best, choice.declared
     if best is None:
         return unmet(choice)
-    i = len(choice.workloads) - 1  # the heaviest load given last decides the explanation
+    i = choice.headline
     w = choice.workloads[i]
     res, busy = base.predicted[i].bottleneck
     if best is base:
         return (f"the declared topology wins at {w.label}: the busiest resource of the declared "
                 f"topology is {res} ({busy:.0%}), and no split removes more than the handoffs "
                 f"the split adds{_tie_note(choice)}")
-    gain = best.predicted[i].throughput_rps / max(base.predicted[i].throughput_rps, 1e-9)
     bres, bbusy = best.predicted[i].bottleneck
     changes = []
-    if len(best.compute) < len(best.requests):  # it moves stages too
+    if best.moves_stages:
         split = [f"{'+'.join(stages)}" for _, stages in best.groups]
         changes.append(f"running {' | '.join(split)} lets their work overlap")
     for r in best.compute:
@@ -386,9 +403,9 @@ def why(choice: Choice) -> str:
                 changes.append(f"pinning {group} to CPU {','.join(map(str, cpus or ()))} keeps "
                                f"the lock hand-overs of {group} off the CPUs of other processes")
     return (f"`{best.name}` wins at {w.label}: the declared topology is bound by {res} "
-            f"({busy:.0%} busy); {', '.join(changes)} "
-            f"(x{gain:.2f} req/s), and the busiest resource of `{best.name}` is {bres} "
-            f"({bbusy:.0%}){_tie_note(choice)}")
+            f"({busy:.0%} busy); {', '.join(changes)} (x{gain(choice, best, i):.2f} req/s), "
+            f"and the busiest resource of `{best.name}` is {bres} ({bbusy:.0%})"
+            f"{_tie_note(choice)}")
 
 
 def unmet(choice: Choice) -> str:

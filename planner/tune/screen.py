@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from planner.tune.answer import (
     Commands, TieCheck, how_sure, reasons, recommended, shown,
 )
-from planner.tune.choose import TIE, Candidate, Choice, score, tie_note, tied, unmet
+from planner.tune.choose import TIE, Candidate, Choice, gain, score, tie_note, tied, unmet
 from planner.tune.report import PLAN_WIDTH, excluded_measured, placement_cell, print_unsqueezed
 from planner.tune.verify import Measured
 
@@ -73,9 +73,7 @@ def _figures(choice: Choice, c: Candidate) -> str:
     """`c`'s predicted figures at each load, with req/s against the declared topology's."""
     parts = []
     for k, (w, p) in enumerate(zip(choice.workloads, c.predicted)):
-        base = choice.declared.predicted[k].throughput_rps
-        x = ("" if c is choice.declared else
-             f" (x{p.throughput_rps / max(base, 1e-9):.2f} of declared)")
+        x = "" if c is choice.declared else f" (x{gain(choice, c, k):.2f} of declared)"
         ttfa = ("" if p.ttfa_p90_ms is None or choice.objective != "ttfa" else
                 f", TTFA p90 {p.ttfa_p90_ms:.0f} ms")
         at = f"at {w.label} " if len(choice.workloads) > 1 else ""
