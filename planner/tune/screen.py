@@ -41,7 +41,7 @@ def verdict_text(choice: Choice, verdict: Verdict) -> str:
             f"predicted pick ({pick.name})")
     if verdict.overturned:
         return f"{lead}, more than the model resolves: run what measured best"
-    if verdict.gain - 1.0 > TIE:  # beyond a tie merged, but a round had the pick ahead
+    if verdict.beyond_tie:  # not overturned all the same: a round had the pick ahead
         return f"{lead}, but a round measured the pick ahead: the machine's drift, keep the pick"
     return f"{lead}, within a tie: keep the pick"
 

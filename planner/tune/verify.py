@@ -48,6 +48,7 @@ class Verdict:
 
     best: int  # index into choice.ranked of the placement that measured best by the objective
     gain: float  # its measured score over the pick's, >= 1; 1.0 when the pick measured best
+    beyond_tie: bool  # its merged lead over the pick is more than `TIE`, whatever a round says
     overturned: bool  # it beat the pick by more than the model resolves: recommend it instead
     served: int  # placements measured at every workload
 
@@ -85,7 +86,8 @@ def verdict(choice: Choice, measured: Measured) -> Verdict | None:
     best = max(scores, key=lambda i: (scores[i], -i))
     mine, top = scores[0], scores[best]
     gain = top / mine if top > 0 else mine / top
-    lead = best != 0 and top - mine > abs(mine) * TIE
-    if lead and choice.objective == "throughput":
-        lead = rounds_agree(measured.ranked[0], measured.ranked[best])
-    return Verdict(best, gain, lead, len(scores))
+    beyond_tie = best != 0 and top - mine > abs(mine) * TIE
+    overturned = beyond_tie
+    if overturned and choice.objective == "throughput":
+        overturned = rounds_agree(measured.ranked[0], measured.ranked[best])
+    return Verdict(best, gain, beyond_tie, overturned, len(scores))

@@ -86,6 +86,18 @@ def test_lower_latency_wins_when_the_objective_is_latency():
     assert v.best == 1 and v.overturned and abs(v.gain - 2.0) < 1e-9
 
 
+def test_a_latency_lead_within_a_tie_is_not_blamed_on_a_round():
+    # 3.05 ms of the pick's 103.05: within the tie of the pick's latency (the verdict's measure),
+    # though more than 3% of the rival's 100 ms; latency has no rounds to contradict a lead
+    pl, prof = chain("a", "b"), profile({"a": (4.0, 0.0, 0.0), "b": (4.0, 0.0, 0.0)}, cores=4)
+    choice = choose(pl, prof, (Workload(concurrency=1),), objective="latency")
+    measured = Measured({0: served(50.0, p50=103.05), 1: served(50.0, p50=100.0)})
+    v = verdict(choice, measured)
+    assert v.best == 1 and not v.beyond_tie and not v.overturned
+    out = rendered(choice, prof, measured, v)
+    assert "within a tie: keep the pick" in out and "a round" not in out
+
+
 def test_no_verdict_without_a_measurement_of_the_pick():
     choice, _ = a_choice()
     assert verdict(choice, Measured({1: served(100.0)})) is None
