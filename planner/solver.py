@@ -143,20 +143,18 @@ class PlacementModel:
 
         # GPUs: which processes use each.
         self.on: dict[tuple[str, int], cp_model.IntVar] = {}
-        self.processes_on: dict[int, list] = {}
+        self.processes_on: dict[int, dict[str, cp_model.IntVar]] = {}  # GPU -> process -> on
         for g in p.gpu_ids:
             candidates: dict[str, list] = defaultdict(list)
             for s in p.stages_on(g):
                 for proc in self.domains.get(s, ()):
                     if p.copies_on(s, proc, g):
                         candidates[proc].append(self.x[s, proc])
-            ons = []
+            self.processes_on[g] = {}
             for proc, xs in candidates.items():
                 on = m.new_bool_var(f"on[{proc},{g}]")
                 m.add_max_equality(on, xs)
-                self.on[proc, g] = on
-                ons.append(on)
-            self.processes_on[g] = ons
+                self.on[proc, g] = self.processes_on[g][proc] = on
 
         for kind in REGISTRY:
             kind.encode(self)

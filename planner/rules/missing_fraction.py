@@ -1,7 +1,8 @@
 """missing-fraction: every stage on a GPU shared by several processes declares a fraction.
 
-A GPU is shared when two or more processes use it (each TP rank counts); enforced only while
-`placement.require_memory_fraction_for_colocation` is true."""
+A GPU is shared when two or more processes use it (each TP rank counts), counted by name: a group
+given a TP rank's name is that name's conflict (`rank_names`), not a second process beside the
+rank. Enforced only while `placement.require_memory_fraction_for_colocation` is true."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def encode(model) -> None:
         return
     for g in p.gpu_ids:
         on_stages = p.stages_on(g)
-        tp_ranks = sum(1 for s in on_stages if s in p.tp_stages)
-        ons = model.processes_on[g]
+        ranks = _rank_names_on(p, g)
+        tp_ranks = len(ranks)
+        ons = [on for proc, on in model.processes_on[g].items() if proc not in ranks]
         lacking = [s for s in on_stages if model.has[s] is not True]
         if not lacking or len(ons) + tp_ranks < 2:
             continue
@@ -47,9 +49,7 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
     have = ctx.fractions_when_requested(g)
     on = p.stages_on(g)
     missing = sorted(s for s in on if s not in have)
-    procs = sorted({target[s] for s in on if s in target}
-                   | {tp_rank_names(pl, s)[pl.stage(s).gpus.index(g)]
-                      for s in on if s in p.tp_stages})
+    procs = sorted({target[s] for s in on if s in target} | _rank_names_on(p, g))
     # Proposed values: the card's own recommendation where it has one, else an even share of
     # what is left under the limit.
     known = {}
@@ -68,6 +68,12 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
         requests=ctx.blames(core), requested=any(r.kind == "request" for r in core),
         proposal=tuple(ordered.items()), card=ctx.card_target())
     return conflict, Fix(config=fraction_overlay(ordered))
+
+
+def _rank_names_on(p, g: int) -> set[str]:
+    """The processes of the TP ranks that run on GPU `g`."""
+    return {tp_rank_names(p.pipeline, s)[p.pipeline.stage(s).gpus.index(g)]
+            for s in p.stages_on(g) if s in p.tp_stages}
 
 
 RULE = RuleKind(kind="fractions", codes=(CODE,), statement=STATEMENT, placement_hard=False,

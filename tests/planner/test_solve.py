@@ -246,6 +246,21 @@ def test_tp_stage_requests_and_rank_name_conflicts():
     assert codes(r)[0] == "process-name-conflict"
 
 
+def test_a_group_given_a_tp_ranks_name_is_that_names_conflict_not_a_gpu_shared_with_it():
+    """Processes are counted by name: `s0=t_tp0` puts s0 beside rank 0 of `s2` on GPU 1 under the
+    rank's own name, one conflict; not also two processes sharing GPU 1 without fractions."""
+    cfg = {"name": "gen", "stages": [
+        {"name": "s0", "process": "p", "gpu": 1, "next": ["s1", "s2"]},
+        {"name": "s1", "process": "p", "next": ["s2"]},
+        {"name": "s2", "tp_size": 2, "gpu": [1, 0], "process": "t", "next": ["s3"]},
+        {"name": "s3", "process": "p"}],
+        "process_edge_resources": [{"edge": ["s0", "s1"], "fractions": {"s0": 0.1}}],
+        "placement": {"require_memory_fraction_for_colocation": True}}
+    r = planner.solve(config=cfg, stage_processes=["s0=t_tp0"])
+    assert r.status == "infeasible"
+    assert sorted(codes(r)) == ["process-name-conflict", "unsupported-handoff"]
+
+
 def test_request_errors_in_order_with_exit_code_2():
     r = planner.solve("qwen3-tts", isolate_stages=["nope", "vocoder"],
                       stage_processes=["vocoder=x", "broken", "=x", "tts_engine="])
