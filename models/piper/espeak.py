@@ -88,19 +88,19 @@ class Espeak:
             self._sentinel = self._readline()
 
     def phonemes(self, clause: str) -> str:
-        text = " ".join(clause.split())  # one line, whatever the input held
-        if not text:
-            return ""
-        return self._ask([text])[0]
+        return self.phonemes_each([clause])[0]
 
     def phonemes_each(self, texts: Sequence[str]) -> list[str]:
-        """The phonemes of each text said on its own (one line each, in one exchange): what the
-        word timings align with a clause's phonemes (`word_spans`)."""
-        lines = [" ".join(t.split()) for t in texts]
-        out: list[str] = []
-        for start in range(0, len(lines), BATCH_LINES):
-            out += self._ask(lines[start:start + BATCH_LINES])
-        return out
+        """The phonemes of each text said on its own, one line each (a text of no words says
+        nothing and is not sent), in as few exchanges as the pipes allow: a request's clauses,
+        and the words the word timings align with them (`word_spans`)."""
+        lines = [" ".join(t.split()) for t in texts]  # one line, whatever the input held
+        said = [line for line in lines if line]
+        replies: list[str] = []
+        for start in range(0, len(said), BATCH_LINES):
+            replies += self._ask(said[start:start + BATCH_LINES])
+        answers = iter(replies)
+        return [next(answers) if line else "" for line in lines]
 
     def _ask(self, lines: list[str]) -> list[str]:
         with self._lock:

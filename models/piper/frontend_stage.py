@@ -24,7 +24,8 @@ class Frontend:
     def said(self, text: str, words: bool = False
              ) -> tuple[list[list[int]], list[list[SpokenWord]] | None]:
         """The ids of each sentence with something to say, and with `words`, its words."""
-        pairs = [(c, self.espeak.phonemes(c.text)) for c in T.clauses(text)]
+        clauses = T.clauses(text)
+        pairs = list(zip(clauses, self.espeak.phonemes_each([c.text for c in clauses])))
         kept = [s for s in T.sentence_layout(pairs) if T.has_speech(s.phonemes)]
         ids = [T.to_ids(s.phonemes, self.id_map) for s in kept]
         return ids, (self._words(kept, pairs) if words else None)

@@ -270,6 +270,28 @@ def test_an_espeak_ng_child_that_dies_is_replaced_on_the_next_clause():
     assert espeak._proc.poll() is not None  # closed means the child is gone
 
 
+@needs.espeak
+def test_a_requests_clauses_are_phonemized_in_one_exchange_each_as_said_alone():
+    from models.piper import frontend
+    from models.piper import text as T
+
+    stage = frontend()
+    exchanges = []
+    ask = stage.espeak._ask
+    stage.espeak._ask = lambda lines: exchanges.append(len(lines)) or ask(lines)
+    try:
+        text = "Well, the tide is out; the boats rest on the sand. Nobody minds!"
+        clauses = [c.text for c in T.clauses(text)]
+        got = stage.espeak.phonemes_each(clauses + [" \n "])
+        assert exchanges == [len(clauses)] and got[-1] == ""
+        assert got[:-1] == [stage.espeak.phonemes(c) for c in clauses]  # one at a time
+        exchanges.clear()
+        stage.sentences(text)
+        assert exchanges == [len(clauses)]
+    finally:
+        stage.espeak.close()
+
+
 def test_launch_refuses_before_starting_anything_when_espeak_ng_is_missing(monkeypatch):
     import planner
     from launcher import LaunchError, launch
