@@ -10,7 +10,7 @@ import math
 
 from planner.conflicts import Conflict, MissingFraction
 from planner.plan import Fix
-from planner.problem import SCALE, to_units
+from planner.problem import SCALE, Problem, to_units
 from planner.rules.base import Rule, RuleKind
 from planner.rules.context import Explanation, fraction_overlay
 from planner.topology import tp_rank_names
@@ -70,7 +70,7 @@ def explain(ctx: Explanation, rule: Rule, core: list[Rule]) -> tuple[Conflict, F
     return conflict, Fix(config=fraction_overlay(ordered))
 
 
-def _rank_names_on(p, g: int) -> set[str]:
+def _rank_names_on(p: Problem, g: int) -> set[str]:
     """The processes of the TP ranks that run on GPU `g`."""
     return {tp_rank_names(p.pipeline, s)[p.pipeline.stage(s).gpus.index(g)]
             for s in p.stages_on(g) if s in p.tp_stages}
