@@ -9,9 +9,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from benchmarks.served_process import ROOT
 from planner.app.bench.machine import cpu_model
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def cpu_name() -> str:
