@@ -17,6 +17,10 @@ new arrivals between turns), so a new request's first chunk is not produced afte
 of the requests before it. A tensor-parallel leader runs each stream to its end (its followers
 follow one stream at a time); it still takes inputs in the fair order.
 
+Cores: in a process pinned to fewer CPUs than its CPU stages have threads, each step (a call, a
+stream's next chunk) is computed in the stage's turn on those CPUs (`core_turns`), not beside
+the others' steps; the wait for a turn counts as the stage's wait for a core.
+
 Cancellation: a cancelled or failed request is dropped at the next stage boundary (its queued
 payloads are skipped) and at the next chunk boundary (its generator is closed, so whatever it
 holds is freed at once). A streaming stage may also yield `None` between the inner pieces of a
@@ -45,6 +49,7 @@ from typing import Any
 from launcher import cancellation
 from launcher.wire import ipc
 from launcher.worker import tp
+from launcher.worker.core_turns import core_turns
 from launcher.worker.core_wait import WaitClock
 from launcher.wire.backend import Channel, PeerUnreachable
 from launcher.worker.fair_inbox import FairInbox, FairQueue
@@ -90,6 +95,7 @@ class StageRunner:
         self.core_waits: dict[str, float] = {s.name: 0.0 for s in spec.stages}
         self.stats_lock = threading.Lock()
         self.holdings = Holdings(len(spec.stages))
+        self.turns = core_turns(spec)
         self.cancelled = self.holdings.cancelled
         # Each key is touched by one stage thread only, so these need no lock.
         self._chunk_counters: dict[tuple[str, int], int] = {}
@@ -152,12 +158,12 @@ class StageRunner:
     def _loop(self, spec: StageSpec) -> None:
         cancellation.want_points()
         try:
-            with WaitClock() as waited:
-                self._run(spec, waited)
+            with WaitClock() as core_wait:
+                self._run(spec, self.turns.clock(core_wait))
         except EOFError:
             self.orphaned()  # the supervisor is gone
 
-    def _run(self, spec: StageSpec, waited: WaitClock) -> None:
+    def _run(self, spec: StageSpec, waited: Callable[[], float]) -> None:
         box, joiner = self.inboxes[spec.name], Joiner(spec.name, spec.predecessors)
         while True:
             self._gather(spec, box, joiner)
@@ -210,13 +216,14 @@ class StageRunner:
                 self._forget(spec, request_id)
 
     def _invoke(self, spec: StageSpec, request_id: int, data: dict[str, Any], chunk: int | None,
-                last: bool, waited: WaitClock, work: FairQueue) -> None:
+                last: bool, waited: Callable[[], float], work: FairQueue) -> None:
         fn = self.stages[spec.name]
         started, waited0 = time.perf_counter(), waited()
         try:
             if self.spec.tp is not None:
                 tp.share_input(data)
-            out = fn(data)
+            with self.turns.turn(spec.name):
+                out = fn(data)
             if isinstance(out, Mapping):
                 self._emit(spec, request_id, data, out, chunk, last)
                 if last:
@@ -230,8 +237,8 @@ class StageRunner:
             self._raised(spec, request_id, exc)
         self._record(spec, time.perf_counter() - started, waited() - waited0)
 
-    def _advance(self, spec: StageSpec, request_id: int, stream: _Stream, waited: WaitClock,
-                 work: FairQueue) -> None:
+    def _advance(self, spec: StageSpec, request_id: int, stream: _Stream,
+                 waited: Callable[[], float], work: FairQueue) -> None:
         """Run a stream one chunk on, then let other requests have their turn; a tensor-parallel
         leader runs it to its end instead (its followers follow one stream at a time)."""
         while True:
@@ -266,7 +273,8 @@ class StageRunner:
             stream.close()  # cancelled: frees what the generator holds
             return True
         try:
-            upcoming = next(stream.iterator)
+            with self.turns.turn(spec.name):
+                upcoming = next(stream.iterator)
         except StopIteration:
             stream.close()
             if stream.current is None:
