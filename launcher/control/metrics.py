@@ -118,7 +118,8 @@ class _Collector:
                                       labels=["reason", *extra])
         core_wait = CounterMetricFamily(
             M.STAGE_CORE_WAIT, "Time a stage's thread waited for a CPU core within its "
-            "invocations (part of stage_latency; high: more busy threads than cores).",
+            "invocations (part of stage_latency; high: more busy threads than cores, or a pinned "
+            "process's stages waiting for their turns on its CPUs).",
             labels=["stage", *extra])
         failures = CounterMetricFamily(
             M.STAGE_FAILURES, "Requests a stage failed by raising (its worker logged the "
