@@ -108,11 +108,18 @@ def changes(c: Candidate) -> str:
     copies = [f"{r.count} copies of {r.process}" for r in c.compute if isinstance(r, Copies)]
     if copies:
         out.append("runs " + " and ".join(copies))
-    pins = [f"{r.process} to CPU {','.join(map(str, r.cpus or ()))}" for r in c.compute
-            if isinstance(r, Pin)]
+    pins = [_pinned(c, r) for r in c.compute if isinstance(r, Pin)]
     if pins:
         out.append("pins " + " and ".join(pins))
     return ", ".join(out[:-1]) + (" and " if len(out) > 1 else "") + out[-1] if out else ""
+
+
+def _pinned(c: Candidate, pin: Pin) -> str:
+    cpus = ",".join(map(str, pin.cpus or ()))
+    copies = next((g.copies for g in c.plan.groups if g.name == pin.process), 1)
+    if copies > 1:
+        return f"{pin.process}'s copies one to a CPU each ({cpus})"
+    return f"{pin.process} to CPU {cpus}"
 
 
 def reasons(choice: Choice) -> tuple[str, ...]:

@@ -15,6 +15,11 @@ thread, whose CPU work at the predicted rate needs the largest share of one CPU,
 between MIN_SHARE and MAX_SHARE, goes on the last CPU this machine gives; one group only, so every
 other CPU stays the OS's to share out. Pure: the caller says which predictions have several
 requests in flight and which CPUs there are.
+
+Copies: a plan that is one group of several one-thread stages, run in a copy per CPU, has each
+copy pinned to a CPU of its own (`copies_pin`): its stages then take turns on that CPU rather
+than being cut short by each other (`launcher.worker.core_turns`), and the copies stop trading
+CPUs; measured on both real voices before it was kept (benchmarks/EVIDENCE.md, "Pins").
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def pin_for(plan: Plan, profile: Profile, busy: Sequence[Prediction],
     requests in flight (none: nothing runs beside anything, so nothing to keep apart)."""
     if not busy or len(cpu_ids) < 2 or any(g.cpus for g in plan.groups):
         return None
+    if (each_copy := copies_pin(plan, cpu_ids)) is not None:
+        return each_copy
     best: tuple[float, str] | None = None
     for g in plan.groups:
         if g.copies != 1 or len(g.stages) < 2 or any(plan.stage(s).threads > 1
@@ -54,3 +61,15 @@ def pin_for(plan: Plan, profile: Profile, busy: Sequence[Prediction],
         if MIN_SHARE <= need <= MAX_SHARE and (best is None or need > best[0]):
             best = (need, g.name)
     return None if best is None else Pin(best[1], (max(cpu_ids),))
+
+
+def copies_pin(plan: Plan, cpu_ids: Sequence[int]) -> Pin | None:
+    """Every CPU to a copy of its own, where the plan is one group of several one-thread stages
+    run in as many copies as there are CPUs; else None."""
+    if len(plan.groups) != 1:
+        return None
+    group = plan.groups[0]
+    if (group.copies != len(cpu_ids) or len(group.stages) < 2
+            or any(plan.stage(s).threads > 1 for s in group.stages)):
+        return None
+    return Pin(group.name, tuple(sorted(cpu_ids)))

@@ -1,7 +1,8 @@
 """tune pins, under a load of several requests at once, the one group whose lock hand-overs would
 otherwise wake threads onto other processes' CPUs (`planner.tune.pinning`): the group of several
-single-thread stages needing the most of one CPU, within bounds, on the last CPU; and its answer
-runs with that pin, flags and overlay alike."""
+single-thread stages needing the most of one CPU, within bounds, on the last CPU; a plan that is
+one such group in a copy per CPU, each copy on a CPU of its own; and its answer runs with that
+pin, flags and overlay alike."""
 
 from __future__ import annotations
 
@@ -56,6 +57,39 @@ def test_no_pin_without_load_a_second_cpu_or_a_group_that_fits_the_bounds():
 def test_copies_and_multi_thread_stages_are_not_pinned():
     copied = plan_of(PL, "--isolate-stage", "a", "--process-copies", "p=2")
     assert pin_for(copied, PROF, [prediction(100.0)], (0, 1)) is None
+
+
+def test_a_plan_of_one_group_in_a_copy_per_cpu_gets_each_copy_its_own_cpu():
+    copied = plan_of(PL, "--process-copies", "p=2")
+    assert pin_for(copied, PROF, [prediction(100.0)], (0, 1)) == Pin("p", (0, 1))
+    assert pin_for(copied, PROF, [prediction(100.0)], (3, 1)) == Pin("p", (1, 3))
+    assert pin_for(copied, PROF, [], (0, 1)) is None  # one request at a time: nothing to share
+    # not a copy per CPU, or not one group, or a stage of more threads than one: unpinned
+    three_cpus = planner.solve_pipeline(PL, requests=planner.parse_flags(
+        ["--process-copies", "p=2"]), cpus=3)
+    assert pin_for(three_cpus.plan, PROF, [prediction(100.0)], (0, 1, 2)) is None
+    assert pin_for(plan_of(PL, "--process-copies", "p=2", "--isolate-stage", "a"), PROF,
+                   [prediction(100.0)], (0, 1)) is None
+    wide = planner.solve_pipeline(PL, requests=planner.parse_flags(
+        ["--process-copies", "p=2", "--stage-threads", "b=2"]), cpus=4)
+    assert wide.ok
+    assert pin_for(wide.plan, PROF, [prediction(100.0)], (0, 1)) is None
+
+
+def test_tunes_c4_pick_for_piper_runs_each_copy_on_a_cpu_of_its_own_and_says_so():
+    from planner.tune.answer import changes
+    from planner.tune.profile import Profile
+    from tests.planner.tune.test_answer import PIPER_WHOLE
+
+    busy = choose(planner.load(model_path="piper-joe"), Profile.load(PIPER_WHOLE),
+                  (Workload(concurrency=4),), compute=True, cpu_ids=(0, 1))
+    pick = busy.ranked[0]
+    assert command_line(pick.requests) == ("--process-copies pipeline=2 "
+                                           "--process-cpus pipeline=0-1")
+    assert [g.cpus for g in pick.plan.groups] == [(0, 1)]
+    assert [g.copy_cpus() for g in pick.plan.groups] == [((0,), (1,))]
+    assert changes(pick) == ("runs 2 copies of pipeline and pins pipeline's copies one to a "
+                             "CPU each (0,1)")
 
 
 def test_tune_runs_its_plans_pinned_at_c4_and_unpinned_at_c1():
