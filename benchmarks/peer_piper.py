@@ -155,7 +155,7 @@ class Graph(LineChild):
     """peer_piper_graph.py as a child process: the voice graph in one process, one thread."""
 
     def __init__(self) -> None:
-        super().__init__([sys.executable, str(Path(__file__).with_name("peer_piper_graph.py"))],
+        super().__init__([sys.executable, "-m", "benchmarks.peer_piper_graph"],
                          "the in-process voice graph", ROOT)
         self.reply()
 

@@ -1,12 +1,13 @@
 """The piper-joe voice graph in one process on one thread: the floor under any server of it.
 
-Run by `peer_piper.py` as a child process: it builds the card's three stages (models.piper:
-frontend, acoustic, vocoder; one onnxruntime thread each; no torch, as a served piper worker),
-then answers requests on stdin, one JSON line each, `{"sentences": [...]}`: each
-sentence goes frontend -> acoustic (a whole request: one piece per sentence) -> vocoder -> one WAV (what a whole-WAV request of
-`planner serve` returns), one after another; it prints `{"latencies_s": [...], "audio_s": ...}`
-(the seconds of audio made). The parent reads this process's CPU (and its espeak-ng child's) from
-/proc around each line.
+Run by `peer_piper.py` as a child process (`python -m benchmarks.peer_piper_graph`): it builds
+the card's three stages (models.piper: frontend, acoustic, vocoder; one onnxruntime thread each;
+no torch, as a served piper worker), then answers requests on stdin, one JSON line each,
+`{"sentences": [...]}`: each sentence goes frontend -> acoustic (a whole request: one piece per
+sentence) -> vocoder -> one WAV (what a whole-WAV request of `planner serve` returns), one after
+another; it prints `{"latencies_s": [...], "audio_s": ...}` (the seconds of audio made, at the
+card's sample rate). The parent reads this process's CPU (and its espeak-ng child's) from /proc
+around each line.
 """
 
 from __future__ import annotations
@@ -14,20 +15,20 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE_RATE = 22050
+from benchmarks.served_process import ROOT
+
+CARD = yaml.safe_load((ROOT / "models" / "piper-joe.yaml").read_text())
+SAMPLE_RATE = int(CARD["sample_rate"])
 
 
 def stages():
     import models.piper as piper
 
-    card = yaml.safe_load((ROOT / "models" / "piper-joe.yaml").read_text())
-    args = {s["name"]: s.get("args", {}) for s in card["stages"]}
+    args = {s["name"]: s.get("args", {}) for s in CARD["stages"]}
     return (piper.frontend(**args["frontend"]), piper.acoustic(threads=1, **args["acoustic"]),
             piper.vocoder(threads=1, **args["vocoder"]))
 
