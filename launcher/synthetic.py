@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from launcher.audio import SAMPLE_RATE
+from launcher.off_cpu import off_cpu
 
 _BLOCK = b"\x5a" * (64 << 10)  # hashing 64 KiB releases the interpreter lock (CPython hashlib)
 
@@ -70,7 +71,8 @@ class SyntheticStage:
         spin_python(self.gil_ms * share)
         spin_native(self.native_ms * share)
         if self.device_ms:
-            time.sleep(self.device_ms * share / 1000.0)
+            with off_cpu():  # a device's time: the process's other stages may have its CPUs
+                time.sleep(self.device_ms * share / 1000.0)
 
     def _piece(self, share: float, work: bool = True) -> dict[str, Any]:
         if work:

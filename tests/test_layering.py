@@ -182,9 +182,9 @@ def _long_modules() -> list[str]:
 # The launcher's wings, lowest first; a module imports its own wing and lower ranks only (two
 # wings of one rank do not import each other). The basics at its root serve every wing; the
 # stage factories are loaded by name in the workers.
-WING_RANK = {"errors": 0, "audio": 0, "words": 0, "cancellation": 0, "logs": 0, "wire": 1,
-             "control": 2, "worker": 2, "standins": 1, "synthetic": 2, "backends": 3, "facade": 3,
-             "deployment": 4, "serving": 5, "ray_serve": 6, "__init__": 7}
+WING_RANK = {"errors": 0, "audio": 0, "words": 0, "cancellation": 0, "off_cpu": 0, "logs": 0,
+             "wire": 1, "control": 2, "worker": 2, "standins": 1, "synthetic": 2, "backends": 3,
+             "facade": 3, "deployment": 4, "serving": 5, "ray_serve": 6, "__init__": 7}
 
 
 def _wing(module: str) -> str:

@@ -13,7 +13,8 @@ min(t, k) of the CPUs.
 Only CPU stages take turns (a GPU stage waits on its device, not on a core), and only in a
 pinned process whose CPU stages have more threads than it has CPUs: otherwise there is nothing
 to share, and `turn` costs nothing. The time a stage waits for its turn is time it waits for a
-core, and is counted as such (`clock`).
+core, and is counted as such (`clock`). A stage that waits inside a step on something other than
+its CPUs says so (`launcher.off_cpu`) and leaves the turns from then on.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 
+from launcher.off_cpu import holding
 from launcher.wire.specs import WorkerSpec
 
 _NO_TURN: AbstractContextManager[None] = contextlib.nullcontext()
@@ -51,7 +53,9 @@ class CoreTurns:
 
     @property
     def stages(self) -> frozenset[str]:
-        return frozenset(self._widths)
+        """The stages that take turns now."""
+        with self._changed:
+            return frozenset(self._widths)
 
     def turn(self, stage: str) -> AbstractContextManager[None]:
         """Held while `stage` computes one step."""
@@ -60,6 +64,24 @@ class CoreTurns:
 
     @contextlib.contextmanager
     def _turn(self, stage: str, width: int) -> Iterator[None]:
+        self._take(stage, width)
+        held = True
+
+        def leave() -> None:  # the stage waits off the CPUs: it takes no more turns
+            nonlocal held
+            with self._changed:
+                self._widths.pop(stage, None)
+            held = False
+            self._give_back(width)
+
+        try:
+            with holding(leave):
+                yield
+        finally:
+            if held:
+                self._give_back(width)
+
+    def _take(self, stage: str, width: int) -> None:
         ticket = (-self._rank.get(stage, 0), next(self._arrivals))
         with self._changed:
             heapq.heappush(self._queue, ticket)
@@ -70,12 +92,11 @@ class CoreTurns:
             heapq.heappop(self._queue)
             self._free -= width
             self._changed.notify_all()  # the next in line may fit in what is left
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._free += width
-                self._changed.notify_all()
+
+    def _give_back(self, width: int) -> None:
+        with self._changed:
+            self._free += width
+            self._changed.notify_all()
 
     def _next(self, ticket: tuple[int, int], width: int) -> bool:
         return self._queue[0] == ticket and self._free >= width

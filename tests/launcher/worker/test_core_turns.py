@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from launcher.off_cpu import off_cpu
 from launcher.worker.core_turns import CoreTurns, core_turns
 from launcher.worker.join import Envelope
 from launcher.worker.stages import StageRunner
@@ -158,3 +159,64 @@ def test_a_pinned_workers_stage_computes_only_in_its_turn_and_reports_the_wait()
     finally:
         r.inboxes["gen"].put(STOP)
         thread.join(BOUND_S)
+
+
+def test_a_stage_that_waits_off_the_cpu_leaves_the_turns():
+    turns = _turns()
+    away, back, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def device_step():
+        with turns.turn("acoustic"):
+            with off_cpu():  # e.g. a stand-in for a device: no CPU of the process taken
+                away.set()
+                assert back.wait(BOUND_S)
+            finished.set()  # goes on at once: it does not wait for a turn again
+
+    step = threading.Thread(target=device_step, daemon=True)
+    step.start()
+    assert away.wait(BOUND_S)
+    other = Step(turns, "vocoder")
+    other.start()
+    assert other.inside.wait(BOUND_S)  # the CPU is free while the acoustic step waits
+    back.set()
+    assert finished.wait(BOUND_S)  # beside the vocoder's turn, as the kernel shares them
+    assert turns.stages == {"frontend", "vocoder"}  # its later steps take no turns either
+    with turns.turn("acoustic"):
+        pass
+    other.done()
+    step.join(BOUND_S)
+    assert not step.is_alive() and turns.waiting == 0
+    with off_cpu():  # outside any turn: nothing to leave
+        pass
+
+
+def test_a_synthetic_stages_device_time_leaves_the_cpu_to_the_others(monkeypatch):
+    import time
+    import types
+
+    from launcher import synthetic
+
+    on_device, done = threading.Event(), threading.Event()
+
+    def device(seconds):  # the stand-in's device wait, held open until the test is done
+        on_device.set()
+        assert done.wait(BOUND_S)
+
+    monkeypatch.setattr(synthetic, "time", types.SimpleNamespace(
+        sleep=device, thread_time=time.thread_time, perf_counter=time.perf_counter))
+    turns, sleeper = _turns(device=1, other=1), synthetic.stage(device_ms=5.0)
+
+    def step():
+        with turns.turn("device"):
+            sleeper({})
+
+    stepping = threading.Thread(target=step, daemon=True)
+    stepping.start()
+    assert on_device.wait(BOUND_S)
+    other = Step(turns, "other")
+    other.start()
+    assert other.inside.wait(BOUND_S)  # computes while the device stage waits
+    other.done()
+    done.set()
+    stepping.join(BOUND_S)
+    assert not stepping.is_alive()
