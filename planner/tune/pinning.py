@@ -19,7 +19,9 @@ requests in flight and which CPUs there are.
 Copies: a plan that is one group of several one-thread stages, run in a copy per CPU, has each
 copy pinned to a CPU of its own (`copies_pin`): its stages then take turns on that CPU rather
 than being cut short by each other (`launcher.worker.core_turns`), and the copies stop trading
-CPUs; measured on both real voices before it was kept (benchmarks/EVIDENCE.md, "Pins").
+CPUs; measured on both real voices before it was kept (benchmarks/EVIDENCE.md, "Pins"). Not
+where the group waits off its CPUs (on a device) for more than MAX_WAIT_SHARE of its CPU work: a
+pinned copy's CPU then idles through each wait, which an unpinned copy would have used.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from planner.tune.workload import Prediction
 # a pinned group may use no other.
 MIN_SHARE = 0.30
 MAX_SHARE = 0.95
+MAX_WAIT_SHARE = 0.10
 
 
 def cpu_share(plan: Plan, group: str, profile: Profile, rate_rps: float) -> float:
@@ -50,7 +53,7 @@ def pin_for(plan: Plan, profile: Profile, busy: Sequence[Prediction],
     requests in flight (none: nothing runs beside anything, so nothing to keep apart)."""
     if not busy or len(cpu_ids) < 2 or any(g.cpus for g in plan.groups):
         return None
-    if (each_copy := copies_pin(plan, cpu_ids)) is not None:
+    if (each_copy := copies_pin(plan, profile, cpu_ids)) is not None:
         return each_copy
     best: tuple[float, str] | None = None
     for g in plan.groups:
@@ -63,13 +66,18 @@ def pin_for(plan: Plan, profile: Profile, busy: Sequence[Prediction],
     return None if best is None else Pin(best[1], (max(cpu_ids),))
 
 
-def copies_pin(plan: Plan, cpu_ids: Sequence[int]) -> Pin | None:
+def copies_pin(plan: Plan, profile: Profile, cpu_ids: Sequence[int]) -> Pin | None:
     """Every CPU to a copy of its own, where the plan is one group of several one-thread stages
-    run in as many copies as there are CPUs; else None."""
+    run in as many copies as there are CPUs, waiting off its CPUs for little of its work; else
+    None."""
     if len(plan.groups) != 1:
         return None
     group = plan.groups[0]
     if (group.copies != len(cpu_ids) or len(group.stages) < 2
             or any(plan.stage(s).threads > 1 for s in group.stages)):
+        return None
+    stages = [profile.stage(s) for s in group.stages]
+    work = sum(s.gil_ms + s.native_ms for s in stages)
+    if sum(s.device_ms for s in stages) > MAX_WAIT_SHARE * work:
         return None
     return Pin(group.name, tuple(sorted(cpu_ids)))

@@ -13,7 +13,7 @@ from planner.flags import command_line
 from planner.plan import Pin
 from planner.tune.choose import _several_in_flight, choose
 from planner.tune.model import Workload
-from planner.tune.pinning import MAX_SHARE, MIN_SHARE, pin_for
+from planner.tune.pinning import MAX_SHARE, MAX_WAIT_SHARE, MIN_SHARE, pin_for
 from planner.tune.report import overlay_yaml, persistent_processes
 from tests.planner.tune.test_model import chain, profile
 
@@ -74,6 +74,20 @@ def test_a_plan_of_one_group_in_a_copy_per_cpu_gets_each_copy_its_own_cpu():
         ["--process-copies", "p=2", "--stage-threads", "b=2"]), cpus=4)
     assert wide.ok
     assert pin_for(wide.plan, PROF, [prediction(100.0)], (0, 1)) is None
+
+
+def test_copies_that_wait_on_a_device_for_much_of_their_work_are_not_pinned():
+    copied = plan_of(PL, "--process-copies", "p=2")
+    work = 2.0 + 3.0 + 2.0 + 1.5  # the group's CPU work a request, ms
+
+    def with_device(ms):
+        return profile({"a": (2.0, 0.0, ms), "b": (3.0, 0.0, 0.0), "c": (2.0, 0.0, 0.0),
+                        "d": (1.5, 0.0, 0.0)}, cores=2)
+
+    assert pin_for(copied, with_device(0.9 * MAX_WAIT_SHARE * work), [prediction(100.0)],
+                   (0, 1)) == Pin("p", (0, 1))  # piper-joe's frontend waits on espeak-ng so
+    assert pin_for(copied, with_device(1.1 * MAX_WAIT_SHARE * work), [prediction(100.0)],
+                   (0, 1)) is None
 
 
 def test_tunes_c4_pick_for_piper_runs_each_copy_on_a_cpu_of_its_own_and_says_so():
