@@ -16,12 +16,13 @@ between MIN_SHARE and MAX_SHARE, goes on the last CPU this machine gives; one gr
 other CPU stays the OS's to share out. Pure: the caller says which predictions have several
 requests in flight and which CPUs there are.
 
-Copies: a plan that is one group of several one-thread stages, run in a copy per CPU, has each
-copy pinned to a CPU of its own (`copies_pin`): its stages then take turns on that CPU rather
-than being cut short by each other (`launcher.worker.core_turns`), and the copies stop trading
-CPUs; measured on both real voices before it was kept (benchmarks/EVIDENCE.md, "Pins"). Not
-where the group waits off its CPUs (on a device) for more than MAX_WAIT_SHARE of its CPU work: a
-pinned copy's CPU then idles through each wait, which an unpinned copy would have used.
+Copies: a group of several one-thread stages run in a copy per CPU has each copy pinned to a
+CPU of its own (`copies_pin`, in place of the rule above): its stages then take turns on that CPU
+rather than being cut short by each other (`launcher.worker.core_turns`), and the copies stop
+trading CPUs; measured on both real voices, alone and beside other groups, before it was kept
+(benchmarks/EVIDENCE.md, "Pins"). Not where the group waits off its CPUs (on a device) for more
+than MAX_WAIT_SHARE of its CPU work: a pinned copy's CPU then idles through each wait, which an
+unpinned copy would have used.
 """
 
 from __future__ import annotations
@@ -67,17 +68,17 @@ def pin_for(plan: Plan, profile: Profile, busy: Sequence[Prediction],
 
 
 def copies_pin(plan: Plan, profile: Profile, cpu_ids: Sequence[int]) -> Pin | None:
-    """Every CPU to a copy of its own, where the plan is one group of several one-thread stages
-    run in as many copies as there are CPUs, waiting off its CPUs for little of its work; else
-    None."""
-    if len(plan.groups) != 1:
-        return None
-    group = plan.groups[0]
-    if (group.copies != len(cpu_ids) or len(group.stages) < 2
-            or any(plan.stage(s).threads > 1 for s in group.stages)):
-        return None
-    stages = [profile.stage(s) for s in group.stages]
-    work = sum(s.gil_ms + s.native_ms for s in stages)
-    if sum(s.device_ms for s in stages) > MAX_WAIT_SHARE * work:
-        return None
-    return Pin(group.name, tuple(sorted(cpu_ids)))
+    """Every CPU to a copy of its own, for the group of several one-thread stages run in as many
+    copies as there are CPUs and waiting off its CPUs for little of its work (of several such,
+    the one with the most CPU work); else None."""
+    best: tuple[float, str] | None = None
+    for group in plan.groups:
+        if (group.copies != len(cpu_ids) or len(group.stages) < 2
+                or any(plan.stage(s).threads > 1 for s in group.stages)):
+            continue
+        stages = [profile.stage(s) for s in group.stages]
+        work = sum(s.gil_ms + s.native_ms for s in stages)
+        if sum(s.device_ms for s in stages) <= MAX_WAIT_SHARE * work and (
+                best is None or work > best[0]):
+            best = (work, group.name)
+    return None if best is None else Pin(best[1], tuple(sorted(cpu_ids)))

@@ -54,12 +54,13 @@ def test_no_pin_without_load_a_second_cpu_or_a_group_that_fits_the_bounds():
     assert pin_for(plan, PROF, [prediction(100.0), prediction(150.0)], (0, 1)) is None
 
 
-def test_copies_and_multi_thread_stages_are_not_pinned():
-    copied = plan_of(PL, "--isolate-stage", "a", "--process-copies", "p=2")
-    assert pin_for(copied, PROF, [prediction(100.0)], (0, 1)) is None
+def test_copies_fewer_than_the_cpus_are_not_pinned():
+    three_cpus = planner.solve_pipeline(PL, requests=planner.parse_flags(
+        ["--isolate-stage", "a", "--process-copies", "p=2"]), cpus=3)
+    assert pin_for(three_cpus.plan, PROF, [prediction(100.0)], (0, 1, 2)) is None
 
 
-def test_a_plan_of_one_group_in_a_copy_per_cpu_gets_each_copy_its_own_cpu():
+def test_a_group_in_a_copy_per_cpu_gets_each_copy_its_own_cpu():
     copied = plan_of(PL, "--process-copies", "p=2")
     assert pin_for(copied, PROF, [prediction(100.0)], (0, 1)) == Pin("p", (0, 1))
     assert pin_for(copied, PROF, [prediction(100.0)], (3, 1)) == Pin("p", (1, 3))
@@ -68,8 +69,13 @@ def test_a_plan_of_one_group_in_a_copy_per_cpu_gets_each_copy_its_own_cpu():
     three_cpus = planner.solve_pipeline(PL, requests=planner.parse_flags(
         ["--process-copies", "p=2"]), cpus=3)
     assert pin_for(three_cpus.plan, PROF, [prediction(100.0)], (0, 1, 2)) is None
+    # beside another group, the copied one still: b+c+d's copies, a alone unpinned
     assert pin_for(plan_of(PL, "--process-copies", "p=2", "--isolate-stage", "a"), PROF,
-                   [prediction(100.0)], (0, 1)) is None
+                   [prediction(100.0)], (0, 1)) == Pin("p", (0, 1))
+    # of two copied groups, the one with more work (c+d: 3.5 ms against a+b's 5 ms)
+    two = plan_of(PL, "--stage-process", "a=x", "--stage-process", "b=x",
+                  "--process-copies", "p=2", "--process-copies", "x=2")
+    assert pin_for(two, PROF, [prediction(100.0)], (0, 1)) == Pin("x", (0, 1))
     wide = planner.solve_pipeline(PL, requests=planner.parse_flags(
         ["--process-copies", "p=2", "--stage-threads", "b=2"]), cpus=4)
     assert wide.ok
