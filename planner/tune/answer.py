@@ -116,8 +116,7 @@ def changes(c: Candidate) -> str:
 
 def _pinned(c: Candidate, pin: Pin) -> str:
     cpus = ",".join(map(str, pin.cpus or ()))
-    copies = next((g.copies for g in c.plan.groups if g.name == pin.process), 1)
-    if copies > 1:
+    if c.copies_of(pin.process) > 1:
         return f"{pin.process}'s copies one to a CPU each ({cpus})"
     return f"{pin.process} to CPU {cpus}"
 

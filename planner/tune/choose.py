@@ -71,6 +71,10 @@ class Candidate:
         no pin)."""
         return tuple(r for r in self.requests if isinstance(r, (Threads, Copies, Pin)))
 
+    def copies_of(self, group: str) -> int:
+        """How many copies its plan runs of process group `group`."""
+        return next((g.copies for g in self.plan.groups if g.name == group), 1)
+
     @property
     def moves_stages(self) -> bool:
         """Whether it places stages in other processes than declared, not only adds compute."""
@@ -399,6 +403,10 @@ def why(choice: Choice) -> str:
                 changes.append(f"{n} threads share {stage}'s native work out over cores")
             case Copies(process=group, count=n):
                 changes.append(f"{n} copies of {group} serve requests side by side")
+            case Pin(process=group, cpus=cpus) if best.copies_of(group) > 1:
+                changes.append(f"one copy of {group} on each of CPUs "
+                               f"{','.join(map(str, cpus or ()))} lets its stages take turns "
+                               "there and keeps the copies from trading CPUs")
             case Pin(process=group, cpus=cpus):
                 changes.append(f"pinning {group} to CPU {','.join(map(str, cpus or ()))} keeps "
                                f"the lock hand-overs of {group} off the CPUs of other processes")

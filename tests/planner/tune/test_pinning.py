@@ -11,7 +11,7 @@ import yaml
 import planner
 from planner.flags import command_line
 from planner.plan import Pin
-from planner.tune.choose import _several_in_flight, choose
+from planner.tune.choose import _several_in_flight, choose, why
 from planner.tune.model import Workload
 from planner.tune.pinning import MAX_SHARE, MAX_WAIT_SHARE, MIN_SHARE, pin_for
 from planner.tune.report import overlay_yaml, persistent_processes
@@ -110,6 +110,9 @@ def test_tunes_c4_pick_for_piper_runs_each_copy_on_a_cpu_of_its_own_and_says_so(
     assert [g.copy_cpus() for g in pick.plan.groups] == [((0,), (1,))]
     assert changes(pick) == ("runs 2 copies of pipeline and pins pipeline's copies one to a "
                              "CPU each (0,1)")
+    # tune.json's account gives the copies' reason, not the one-group pin's
+    assert "one copy of pipeline on each of CPUs 0,1 lets its stages take turns" in why(busy)
+    assert "lock hand-overs of pipeline" not in why(busy)
 
 
 def test_tune_runs_its_plans_pinned_at_c4_and_unpinned_at_c1():
