@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from planner.plan import Pin, Plan
+from planner.plan import Pin, Plan, ProcessGroup
 from planner.tune.profile import Profile
 from planner.tune.workload import Prediction
 
@@ -44,8 +44,17 @@ MAX_WAIT_SHARE = 0.10
 def cpu_share(plan: Plan, group: str, profile: Profile, rate_rps: float) -> float:
     """The share of one CPU the group's stages' work (Python and native) takes at `rate_rps`."""
     stages = next(g.stages for g in plan.groups if g.name == group)
-    ms = sum(profile.stage(s).gil_ms + profile.stage(s).native_ms for s in stages)
-    return ms * rate_rps / 1000.0
+    return _work_ms(stages, profile) * rate_rps / 1000.0
+
+
+def _work_ms(stages: Sequence[str], profile: Profile) -> float:
+    """The stages' CPU work per request, Python and native."""
+    return sum(profile.stage(s).gil_ms + profile.stage(s).native_ms for s in stages)
+
+
+def _one_thread_stages(plan: Plan, group: ProcessGroup) -> bool:
+    """Whether the group holds several stages, each of one thread: the kind both pins are for."""
+    return len(group.stages) >= 2 and all(plan.stage(s).threads == 1 for s in group.stages)
 
 
 def pin_for(plan: Plan, profile: Profile, busy: Sequence[Prediction],
@@ -58,8 +67,7 @@ def pin_for(plan: Plan, profile: Profile, busy: Sequence[Prediction],
         return each_copy
     best: tuple[float, str] | None = None
     for g in plan.groups:
-        if g.copies != 1 or len(g.stages) < 2 or any(plan.stage(s).threads > 1
-                                                     for s in g.stages):
+        if g.copies != 1 or not _one_thread_stages(plan, g):
             continue
         need = max(cpu_share(plan, g.name, profile, p.throughput_rps) for p in busy)
         if MIN_SHARE <= need <= MAX_SHARE and (best is None or need > best[0]):
@@ -73,12 +81,10 @@ def copies_pin(plan: Plan, profile: Profile, cpu_ids: Sequence[int]) -> Pin | No
     the one with the most CPU work); else None."""
     best: tuple[float, str] | None = None
     for group in plan.groups:
-        if (group.copies != len(cpu_ids) or len(group.stages) < 2
-                or any(plan.stage(s).threads > 1 for s in group.stages)):
+        if group.copies != len(cpu_ids) or not _one_thread_stages(plan, group):
             continue
-        stages = [profile.stage(s) for s in group.stages]
-        work = sum(s.gil_ms + s.native_ms for s in stages)
-        if sum(s.device_ms for s in stages) <= MAX_WAIT_SHARE * work and (
-                best is None or work > best[0]):
+        work = _work_ms(group.stages, profile)
+        waits = sum(profile.stage(s).device_ms for s in group.stages)
+        if waits <= MAX_WAIT_SHARE * work and (best is None or work > best[0]):
             best = (work, group.name)
     return None if best is None else Pin(best[1], tuple(sorted(cpu_ids)))
